@@ -1,0 +1,49 @@
+// Model checkpoints as users have them: a Hugging Face directory (config.json, model.safetensors
+// or a sharded model.safetensors.index.json, tokenizer files) or a GGUF file. Tensors are
+// memory-mapped, never copied; GGUF names are mapped to Hugging Face names so the model sees
+// one naming scheme.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genperf/llama_config.h"
+#include "genperf/tensor.h"
+#include "genperf/tokenizer.h"
+
+namespace genperf {
+
+struct Checkpoint {
+  std::string source;                     // the directory or file it came from
+  std::string format;                     // "hf" or "gguf"
+  LlamaConfig config;
+  RopeStyle rope_style = RopeStyle::Neox;  // Interleaved for GGUF `llama` files
+  std::map<std::string, Tensor> tensors;  // Hugging Face names, e.g. model.layers.0.self_attn.q_proj.weight
+  std::unique_ptr<Tokenizer> tokenizer;   // null when the checkpoint has none
+};
+
+// Reads config.json into a LlamaConfig (architecture LlamaForCausalLM, MistralForCausalLM or
+// Qwen2ForCausalLM); errors name the file and field.
+LlamaConfig read_hf_config(const std::string& path);
+// Serializes a config in Hugging Face's config.json form.
+std::string hf_config_json(const LlamaConfig& c);
+
+// Loads a checkpoint from a HF directory or a .gguf file (decided by what `path` is).
+// with_tokenizer=false skips the tokenizer (benchmarks of weights alone).
+Checkpoint load_checkpoint(const std::string& path, bool with_tokenizer = true);
+
+// Writes a HF directory: config.json, model.safetensors (or shards of at most shard_bytes, with
+// model.safetensors.index.json), and copies the files in `extra_files` (tokenizer files) in.
+// Files are written under temporary names and renamed, so no partial output is left on error.
+void save_hf_checkpoint(const std::string& dir, const LlamaConfig& c,
+                        const std::map<std::string, Tensor>& tensors,
+                        const std::vector<std::string>& extra_files = {},
+                        size_t shard_bytes = 0);
+
+// Writes a GGUF file (architecture `llama`) from a checkpoint: metadata keys llama.*, tensors
+// renamed to GGUF names, q/k rows permuted to GGUF's rotary layout, and the tokenizer's vocabulary
+// in tokenizer.ggml.* when the checkpoint has one. Tensors keep their types.
+void save_gguf_checkpoint(const std::string& path, const Checkpoint& ck);
+
+}  // namespace genperf

@@ -1,0 +1,31 @@
+// What the machine offers and how genperf uses it: CPU features (cpuid plus the OS's XSAVE
+// state, so AVX-512 is used only where the OS saves its registers), the ISA path chosen for
+// kernels, and the thread count.
+#pragma once
+#include <string>
+
+namespace genperf {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
+  std::string model;  // brand string, e.g. "AMD EPYC 9654 96-Core Processor"
+  std::string flags() const;  // "avx2 fma f16c avx512f ..." of those present
+};
+
+const CpuFeatures& cpu_features();
+
+// Kernel ISA levels, lowest first. The chosen level is the best the CPU supports, lowered by the
+// environment variable GENPERF_ISA=generic|avx2|avx512 (for testing every path on one machine).
+enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
+Isa isa();
+const char* isa_name(Isa i);
+void set_isa(Isa i);  // for tests: clamps to what the CPU supports
+
+// Threads used by kernels (OpenMP). Default: GENPERF_THREADS, else OMP_NUM_THREADS, else the
+// number of cores available to the process.
+int num_threads();
+void set_num_threads(int n);
+
+}  // namespace genperf

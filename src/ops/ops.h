@@ -1,0 +1,60 @@
+// The ops a Llama-family forward pass is built from, each declared once. `ops::X` validates its
+// arguments and dispatches to the fastest CPU kernel for the tensors' types and the machine's ISA
+// (src/backend/cpu/); `ops::ref::X` is the scalar reference: the fallback, and the test oracle.
+//
+// Shape legend: T tokens (rows), K input features, N output features, H query heads,
+// Hkv key/value heads, D head dimension, S keys visible in the cache.
+// Activations are f32 and row-major; a row stride may exceed the row length (views of a
+// larger buffer). Weights are [N, K] as in Hugging Face checkpoints, in any type that has a kernel.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "genperf/llama_config.h"
+#include "genperf/tensor.h"
+
+namespace genperf::ops {
+
+// y[T,N] = x[T,K] · w[N,K]^T (+ bias[N]).  y is overwritten.
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
+
+// out[T,K] = f32(table[ids[t], :]); ids are checked against the table's rows.
+void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out);
+
+// y[T,K] = x / sqrt(mean(x^2) + eps) * w[K].  y may alias x.
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
+
+// Rotates x[T, nheads*D] in place; row t is at position pos[t]. inv_freq has D/2 entries.
+void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
+          RopeStyle style);
+
+// out[T,F] = silu(gate) * up.  out may alias gate or up.
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+
+// x[T,K] += y[T,K].
+void add_inplace(Tensor& x, const Tensor& y);
+
+// Causal grouped-query attention. q[T, H*D]; k, v[S, Hkv*D] hold keys for positions 0..S-1;
+// query row t sits at position q_pos0 + t and attends to keys 0..q_pos0+t (so q_pos0 + T <= S).
+// out[T, H*D] = softmax(q k^T * scale) v per head; query head h uses kv head h / (H / Hkv).
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
+               int64_t q_pos0, float scale, Tensor& out);
+
+namespace ref {
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
+void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
+void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
+          RopeStyle style);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void add_inplace(Tensor& x, const Tensor& y);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
+               int64_t q_pos0, float scale, Tensor& out);
+}  // namespace ref
+
+// Work counts, for benchmarks: FLOPs of linear and attention as called above.
+inline double linear_flops(int64_t T, int64_t K, int64_t N) { return 2.0 * double(T) * double(K) * double(N); }
+double attention_flops(int64_t T, int64_t nheads, int64_t D, int64_t q_pos0);
+
+}  // namespace genperf::ops
