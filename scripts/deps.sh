@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev libsentencepiece-dev sentencepiece libpcre2-dev
   python3-numpy python3-sentencepiece
   clang libclang-rt-14-dev
+  bible-kjv
 )
 if [ "${GENPERF_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 missing=()

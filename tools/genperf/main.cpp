@@ -1,22 +1,313 @@
-// genperf CLI: parses arguments and calls the library.
+// genperf CLI: parses arguments and calls the library; no logic of its own.
 #include <cstdio>
 #include <cstring>
-#include <exception>
+#include <filesystem>
 #include <string>
 
+#include "args.h"
+#include "genperf/bench.h"
+#include "genperf/checkpoint.h"
 #include "genperf/error.h"
+#include "genperf/eval.h"
+#include "genperf/fileio.h"
+#include "genperf/json.h"
+#include "genperf/llama.h"
 #include "genperf/runtime.h"
 
+using namespace genperf;
+using cli::Args;
+using cli::OptionSpec;
+
+namespace {
+
+std::string g_command;  // the exact command line, for provenance
+
+const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_THREADS, OMP_NUM_THREADS or all cores)", "", false, true};
+const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
+const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
+const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
+
+void apply_common(const Args& a) {
+  if (a.has("threads")) set_num_threads(int(a.integer("threads")));
+}
+
+LlamaModel load_model(const std::string& spec, const Args& a) {
+  if (spec.rfind("random:", 0) == 0) {
+    const LlamaConfig c = preset_config(spec.substr(7));
+    return LlamaModel(random_checkpoint(c, parse_dtype(a.str("dtype")), 1));
+  }
+  return LlamaModel(load_checkpoint(spec));
+}
+
+bool run_help(const Args& a) {
+  if (a.help()) std::fputs(a.usage().c_str(), stdout);
+  return a.help();
+}
+
+void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+int cmd_generate(int argc, char** argv) {
+  Args a("generate",
+         {kModel, {"prompt", "text to continue"}, {"max-tokens", "tokens to generate", "64"},
+          {"temperature", "sampling temperature; 0 is greedy", "0.8"}, {"top-k", "keep the k most likely tokens (0 = all)", "40"},
+          {"top-p", "keep the smallest set reaching this probability", "0.95"}, {"seed", "sampling seed", "1"},
+          kDtype, kThreads, kJson},
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  LlamaModel m = load_model(a.str("model"), a);
+  SamplingOptions o{float(a.number("temperature")), int(a.integer("top-k")), float(a.number("top-p")),
+                    uint64_t(a.integer("seed"))};
+  const bool json = a.flag("json");
+  if (!json) {
+    std::fprintf(stderr, "model %s (%s), seed %llu, temperature %g, top-k %d, top-p %g, %d threads\n",
+                 m.source().c_str(), dtype_name(m.weight_dtype()), (unsigned long long)o.seed, o.temperature,
+                 o.top_k, o.top_p, num_threads());
+    std::printf("%s", a.str("prompt").c_str());
+    std::fflush(stdout);
+  }
+  auto stream = [&](const std::string& piece) {
+    if (json) return;
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  GenerationResult r = generate(m, a.str("prompt"), int(a.integer("max-tokens")), o, stream);
+  if (json) {
+    Json::Array ids;
+    for (int32_t id : r.ids) ids.push_back(int64_t(id));
+    print_json(Json::Object{{"text", r.text}, {"ids", Json(std::move(ids))}, {"prompt_tokens", int64_t(r.prompt_ids.size())},
+                            {"seed", int64_t(o.seed)}, {"stopped_at_eos", r.stopped_at_eos},
+                            {"prefill_seconds", r.prefill_seconds}, {"decode_seconds", r.decode_seconds}});
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr, "%zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n", r.prompt_ids.size(),
+                 r.prefill_seconds, r.ids.size(), r.decode_seconds,
+                 r.decode_seconds > 0 ? double(r.ids.size()) / r.decode_seconds : 0.0);
+  }
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv) {
+  const std::string kind = argc > 2 ? argv[2] : "";
+  if (kind != "ppl" && kind != "mc" && kind != "kl") {
+    std::printf("usage: genperf eval ppl|mc|kl [options]   (each with --help)\n");
+    return kind == "--help" || kind == "-h" ? 0 : 2;
+  }
+  std::vector<OptionSpec> specs = {kModel, kDtype, kThreads, kJson};
+  if (kind == "ppl" || kind == "kl") {
+    specs.push_back({"text", "text file to score"});
+    specs.push_back({"ctx", "tokens per window", "512"});
+  }
+  if (kind == "kl") specs.push_back({"ref", "the reference model (same forms as --model)"});
+  if (kind == "mc") specs.push_back({"tasks", "JSONL file: {context, choices, gold} a line"});
+  Args a("eval " + kind, specs, argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  const bool json = a.flag("json");
+  LlamaModel m = load_model(a.str("model"), a);
+  Json out = Json::Object{{"model", m.source()}, {"eval", kind}};
+  if (kind == "ppl") {
+    const PerplexityResult r = perplexity(m, read_text_file(a.str("text")), a.integer("ctx"), !json);
+    out["ppl"] = r.ppl;
+    out["nll"] = r.nll;
+    out["tokens"] = r.tokens;
+    out["windows"] = r.windows;
+    if (!json) std::printf("ppl %.4f  nll %.5f  tokens %lld  windows %lld\n", r.ppl, r.nll, (long long)r.tokens, (long long)r.windows);
+  } else if (kind == "mc") {
+    const McResult r = multiple_choice(m, read_mc_tasks(a.str("tasks")), !json);
+    out["acc"] = r.acc;
+    out["acc_norm"] = r.acc_norm;
+    out["n"] = r.n;
+    if (!json) std::printf("acc %.4f  acc_norm %.4f  tasks %lld\n", r.acc, r.acc_norm, (long long)r.n);
+  } else {
+    LlamaModel ref = load_model(a.str("ref"), a);
+    const KlResult r = kl_divergence(m, ref, read_text_file(a.str("text")), a.integer("ctx"), !json);
+    out["ref"] = ref.source();
+    out["kl_mean"] = r.kl_mean;
+    out["kl_p99"] = r.kl_p99;
+    out["kl_max"] = r.kl_max;
+    out["top1_agreement"] = r.top1_agreement;
+    out["ppl"] = r.ppl_model;
+    out["ppl_ref"] = r.ppl_ref;
+    out["ppl_delta"] = r.ppl_delta();
+    out["tokens"] = r.tokens;
+    if (!json)
+      std::printf("KL mean %.6f  p99 %.6f  max %.6f  top-1 agreement %.4f  ppl %.4f vs %.4f (delta %+.4f)  tokens %lld\n",
+                  r.kl_mean, r.kl_p99, r.kl_max, r.top1_agreement, r.ppl_model, r.ppl_ref, r.ppl_delta(), (long long)r.tokens);
+  }
+  if (json) print_json(out);
+  return 0;
+}
+
+void print_bench_infer(const Json& r) {
+  const Json& p = r.at("provenance");
+  std::printf("model      %s\n", r.at("model").as_string().c_str());
+  std::printf("machine    %s | isa %s | %lld threads | commit %s (%s)\n", p.at("cpu").as_string().c_str(),
+              p.at("isa_path").as_string().c_str(), (long long)p.at("threads").as_int(),
+              p.at("commit").as_string().c_str(), p.at("build_type").as_string().c_str());
+  if (const Json* mc = r.find("machine"))
+    std::printf("floors     bandwidth %.1f GB/s | f32 GEMM %.0f GFLOP/s | weight-type GEMM %.0f GFLOP/s\n",
+                mc->at("bandwidth_gbs").as_number(), mc->at("gemm_peak_gflops_f32").as_number(),
+                mc->at("gemm_peak_gflops_weight_type").as_number());
+  for (const Json& x : r.at("prefill").as_array()) {
+    std::printf("prefill %4lld  %8.1f tok/s (min %.1f, max %.1f)  %6.1f GFLOP/s", (long long)x.at("tokens").as_int(),
+                x.at("tokens_per_s").as_number(), x.at("tokens_per_s_min").as_number(), x.at("tokens_per_s_max").as_number(),
+                x.at("gflops").as_number());
+    if (const Json* f = x.find("fraction_of_f32_gemm_peak")) std::printf("  %.0f%% of f32 GEMM peak", 100 * f->as_number());
+    std::printf("\n");
+  }
+  const Json& d = r.at("decode");
+  std::printf("decode      %8.1f tok/s (min %.1f, max %.1f)  %6.1f GB/s of weights", d.at("tokens_per_s").as_number(),
+              d.at("tokens_per_s_min").as_number(), d.at("tokens_per_s_max").as_number(), d.at("gbs").as_number());
+  if (const Json* f = d.find("fraction_of_bandwidth_floor")) std::printf("  %.0f%% of the bandwidth floor", 100 * f->as_number());
+  std::printf("\nTTFT        %.2f ms (prompt %lld tokens)\n", 1e3 * r.at("time_to_first_token_s").at("median").as_number(),
+              (long long)d.at("prompt_tokens").as_int());
+  const Json& mem = r.at("memory");
+  std::printf("memory      weights %.1f MB | KV cache %.1f MB | scratch %.1f MB | peak RSS %.1f MB\n",
+              mem.at("weights_bytes").as_number() / 1e6, mem.at("kv_cache_bytes").as_number() / 1e6,
+              mem.at("scratch_bytes").as_number() / 1e6, mem.at("peak_rss_bytes").as_number() / 1e6);
+}
+
+int cmd_bench(int argc, char** argv) {
+  const std::string kind = argc > 2 ? argv[2] : "";
+  if (kind != "infer") {
+    std::printf("usage: genperf bench infer [options]   (with --help)\n");
+    return kind == "--help" || kind == "-h" ? 0 : 2;
+  }
+  Args a("bench infer",
+         {kModel, kDtype, kThreads, kJson, {"reps", "timed repetitions (after warm-up)", "5"},
+          {"decode-tokens", "tokens per decode repetition", "32"}, {"no-peaks", "skip measuring the machine's floors", "", true},
+          {"out", "also write the JSON record to this file", "", false, true}},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  LlamaModel m = load_model(a.str("model"), a);
+  InferBenchOptions o;
+  o.reps = int(a.integer("reps"));
+  o.decode_tokens = a.integer("decode-tokens");
+  o.measure_peaks = !a.flag("no-peaks");
+  GP_CHECK(o.reps >= 1, "[bench infer] --reps must be at least 1");
+  Json r = bench_infer(m, o, !a.flag("json"));
+  r["model"] = m.source();
+  r["weight_dtype"] = dtype_name(m.weight_dtype());
+  r["parameters"] = m.config().num_parameters();
+  r["provenance"] = provenance(g_command).to_json();
+  if (a.has("out")) write_file_atomic(a.str("out"), r.dump(2) + "\n");
+  if (a.flag("json")) print_json(r);
+  else print_bench_infer(r);
+  return 0;
+}
+
+int cmd_convert(int argc, char** argv) {
+  Args a("convert", {kModel, {"out", "output: a .gguf file, or a directory for the HF format"}, kThreads}, argc, argv, 2);
+  if (run_help(a)) return 0;
+  Checkpoint ck = load_checkpoint(a.str("model"));
+  const std::string out = a.str("out");
+  if (out.size() > 5 && out.substr(out.size() - 5) == ".gguf") {
+    save_gguf_checkpoint(out, ck);
+  } else {
+    fail("[convert] only conversion to GGUF is supported: name the output *.gguf");
+  }
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}
+
+int cmd_random_model(int argc, char** argv) {
+  Args a("random-model",
+         {{"shape", "built-in shape (110m, default, tiny)", "default"}, kDtype, {"seed", "weight seed", "1"},
+          {"vocab", "vocabulary size (default: the tokenizer's, else the shape's)", "", false, true},
+          {"tokenizer", "tokenizer file to copy in (tokenizer.model or tokenizer.json)", "", false, true},
+          {"out", "output directory (HF format)"}},
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  LlamaConfig c = preset_config(a.str("shape"));
+  std::vector<std::string> extra;
+  if (a.has("tokenizer")) {
+    const std::string t = a.str("tokenizer");
+    const auto name = std::filesystem::path(t).filename().string();
+    auto tok = name == "tokenizer.json" ? load_bpe_json(t) : load_sentencepiece(t);
+    c.vocab_size = tok->vocab_size();
+    c.bos_token_ids = tok->bos_id() >= 0 ? std::vector<int32_t>{tok->bos_id()} : std::vector<int32_t>{};
+    c.eos_token_ids = tok->eos_id() >= 0 ? std::vector<int32_t>{tok->eos_id()} : std::vector<int32_t>{};
+    GP_CHECK(name == "tokenizer.json" || name == "tokenizer.model", "[random-model] the tokenizer file must be named tokenizer.model or tokenizer.json, got ", name);
+    extra.push_back(t);
+  }
+  if (a.has("vocab")) c.vocab_size = a.integer("vocab");
+  c.torch_dtype = a.str("dtype") == "bf16" ? "bfloat16" : a.str("dtype") == "f16" ? "float16" : "float32";
+  const uint64_t seed = uint64_t(a.integer("seed"));
+  Checkpoint ck = random_checkpoint(c, parse_dtype(a.str("dtype")), seed);
+  save_hf_checkpoint(a.str("out"), c, ck.tensors, extra);
+  std::fprintf(stderr, "wrote %s: RANDOM weights (seed %llu), shape %s, %.1fM parameters\n", a.str("out").c_str(),
+               (unsigned long long)seed, a.str("shape").c_str(), double(c.num_parameters()) / 1e6);
+  return 0;
+}
+
+int cmd_info(int argc, char** argv) {
+  Args a("info", {kModel, kDtype, kJson}, argc, argv, 2);
+  if (run_help(a)) return 0;
+  LlamaModel m = load_model(a.str("model"), a);
+  const auto& c = m.config();
+  Session s(m, std::min<int64_t>(c.max_position_embeddings, 2048));
+  const MemoryAccount mem = m.memory(s);
+  Json j = Json::Object{{"model", m.source()},
+                        {"architecture", c.architecture},
+                        {"parameters", c.num_parameters()},
+                        {"weight_dtype", dtype_name(m.weight_dtype())},
+                        {"weights_bytes", int64_t(mem.weights)},
+                        {"kv_cache_bytes_per_token", int64_t(mem.kv_cache / size_t(s.capacity()))},
+                        {"config", Json::parse(hf_config_json(c))},
+                        {"tokenizer", m.tokenizer() ? Json(m.tokenizer()->kind()) : Json()}};
+  if (a.flag("json")) {
+    print_json(j);
+    return 0;
+  }
+  std::printf("%s\n  %s, %.2fM parameters, %s weights (%.1f MB)\n", m.source().c_str(), c.architecture.c_str(),
+              double(c.num_parameters()) / 1e6, dtype_name(m.weight_dtype()), double(mem.weights) / 1e6);
+  std::printf("  d %lld, %lld layers, %lld heads (%lld kv), head_dim %lld, ffn %lld, vocab %lld, context %lld\n",
+              (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.num_attention_heads,
+              (long long)c.num_key_value_heads, (long long)c.head_dim, (long long)c.intermediate_size,
+              (long long)c.vocab_size, (long long)c.max_position_embeddings);
+  std::printf("  KV cache %.1f KB per token; tokenizer %s\n", double(mem.kv_cache) / double(s.capacity()) / 1e3,
+              m.tokenizer() ? m.tokenizer()->kind() : "none");
+  return 0;
+}
+
+void usage(FILE* f) {
+  std::fputs(
+      "usage: genperf <verb> [options]      (every verb takes --help)\n\n"
+      "  generate        continue a prompt (greedy, temperature, top-k, top-p sampling)\n"
+      "  eval ppl|mc|kl  perplexity, multiple-choice accuracy, KL divergence from a reference\n"
+      "  bench infer     prefill/decode speed and memory against this machine's floors\n"
+      "  convert         write a checkpoint as GGUF\n"
+      "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
+      "  info            a model's configuration, size and memory\n",
+      f);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) g_command += cat(i ? " " : "", argv[i]);
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string verb = argv[1];
   try {
-    if (argc < 2 || !std::strcmp(argv[1], "--help")) {
-      std::printf("usage: genperf <verb> [options]\n");
-      return argc < 2 ? 2 : 0;
-    }
-    std::fprintf(stderr, "genperf: unknown verb '%s'\n", argv[1]);
+    if (verb == "generate") return cmd_generate(argc, argv);
+    if (verb == "eval") return cmd_eval(argc, argv);
+    if (verb == "bench") return cmd_bench(argc, argv);
+    if (verb == "convert") return cmd_convert(argc, argv);
+    if (verb == "random-model") return cmd_random_model(argc, argv);
+    if (verb == "info") return cmd_info(argc, argv);
+    std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
+    usage(stderr);
     return 2;
-  } catch (const genperf::Error& e) {
+  } catch (const Error& e) {
     std::fprintf(stderr, "genperf: %s\n", e.what());
     return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "genperf: internal error: %s\n", e.what());
+    return 3;
   }
 }

@@ -1,0 +1,51 @@
+// The measurement harness (../shared/design/BENCHMARKING.md): warm-up, repetitions, median with
+// min and max, provenance, peak memory; and the inference benchmark built on it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "genperf/json.h"
+
+namespace genperf {
+
+class LlamaModel;
+
+struct Stats {
+  std::vector<double> samples;  // seconds (or the unit measured), in run order
+  double median = 0, min = 0, max = 0;
+  double spread() const { return median > 0 ? (max - min) / median : 0; }  // > 0.10: noisy
+  static Stats of(std::vector<double> samples);
+  Json to_json() const;
+};
+
+// Runs fn `warmup` times untimed, then at least `reps` timed times and until `min_seconds` of
+// timed work; returns the seconds per call.
+Stats measure(const std::function<void()>& fn, int warmup = 1, int reps = 5, double min_seconds = 0.0);
+
+// Where and how a figure was measured.
+struct Provenance {
+  std::string cpu, isa_flags, isa_path, commit, build_type, date, command;
+  int threads = 0;
+  Json to_json() const;
+};
+Provenance provenance(const std::string& command);
+
+// Peak resident set size of this process so far, in bytes.
+size_t peak_rss_bytes();
+
+struct InferBenchOptions {
+  std::vector<int64_t> prefill_lengths = {128, 512};
+  int64_t decode_prompt = 128;  // decode is measured after a prompt of this many tokens
+  int64_t decode_tokens = 32;   // tokens generated per decode repetition
+  int reps = 5, warmup = 1;
+  bool measure_peaks = true;    // measure this machine's bandwidth and GEMM peak in the same run
+  uint64_t seed = 1;            // for the random prompt tokens
+};
+
+// prefill tokens/s and GFLOP/s at each length, decode tokens/s and GB/s of weights, time to
+// first token, memory accounting and peak RSS, and the fractions of the measured floors.
+Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress = false);
+
+}  // namespace genperf

@@ -1,0 +1,83 @@
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
+#include "genperf/bench.h"
+#include "genperf/error.h"
+#include "genperf/runtime.h"
+
+#ifndef GENPERF_COMMIT
+#define GENPERF_COMMIT "unknown"
+#endif
+#ifndef GENPERF_BUILD_TYPE
+#define GENPERF_BUILD_TYPE "unknown"
+#endif
+
+namespace genperf {
+
+Stats Stats::of(std::vector<double> samples) {
+  GP_CHECK(!samples.empty(), "[bench] no samples");
+  Stats s;
+  s.samples = samples;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.min = samples.front();
+  s.max = samples.back();
+  return s;
+}
+
+Json Stats::to_json() const {
+  Json::Array a;
+  for (double x : samples) a.push_back(x);
+  return Json(Json::Object{{"median", median}, {"min", min}, {"max", max}, {"n", int64_t(samples.size())},
+                           {"samples", Json(std::move(a))}});
+}
+
+Stats measure(const std::function<void()>& fn, int warmup, int reps, double min_seconds) {
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  double total = 0;
+  while (int(t.size()) < reps || total < min_seconds) {
+    const auto a = clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(clock::now() - a).count();
+    t.push_back(s);
+    total += s;
+  }
+  return Stats::of(std::move(t));
+}
+
+Provenance provenance(const std::string& command) {
+  Provenance p;
+  const auto& f = cpu_features();
+  p.cpu = f.model;
+  p.isa_flags = f.flags();
+  p.isa_path = isa_name(isa());
+  p.threads = num_threads();
+  p.commit = GENPERF_COMMIT;
+  p.build_type = GENPERF_BUILD_TYPE;
+  p.command = command;
+  char buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  p.date = buf;
+  return p;
+}
+
+Json Provenance::to_json() const {
+  return Json(Json::Object{{"cpu", cpu},         {"isa_flags", isa_flags}, {"isa_path", isa_path},
+                           {"threads", threads}, {"commit", commit},       {"build_type", build_type},
+                           {"date", date},       {"command", command},     {"gpu", "none"}});
+}
+
+size_t peak_rss_bytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return size_t(u.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+}  // namespace genperf

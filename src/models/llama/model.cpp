@@ -1,0 +1,175 @@
+// Llama-family forward pass over ops/. One call handles T tokens of one sequence: batched
+// prefill when T > 1, decode when T = 1; both append to the session's KV cache.
+#include <cmath>
+
+#include "genperf/error.h"
+#include "genperf/llama.h"
+#include "ops/ops.h"
+
+namespace genperf {
+namespace {
+
+std::string layer_name(int64_t i, const char* rest) { return cat("model.layers.", i, ".", rest); }
+
+// Takes a tensor out of the checkpoint, checking its shape.
+Tensor take(const std::map<std::string, Tensor>& t, const std::string& src, const std::string& name,
+            std::vector<int64_t> shape) {
+  auto it = t.find(name);
+  GP_CHECK(it != t.end(), "[llama] ", src, ": missing tensor ", name);
+  const Tensor& x = it->second;
+  if (x.shape() != shape) {
+    std::string w = "[";
+    for (size_t i = 0; i < shape.size(); ++i) w += cat(i ? ", " : "", shape[i]);
+    fail("[llama] ", src, ": tensor ", name, " is ", x.describe(), ", expected shape ", w, "]");
+  }
+  return x;
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(Checkpoint ck)
+    : config_(ck.config), rope_style_(ck.rope_style), source_(ck.source),
+      tensors_(std::move(ck.tensors)), tokenizer_(std::move(ck.tokenizer)) {
+  const auto& c = config_;
+  c.validate(source_);
+  const int64_t d = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  embed_ = take(tensors_, source_, "model.embed_tokens.weight", {V, d});
+  norm_ = take(tensors_, source_, "model.norm.weight", {d});
+  lm_head_ = c.tie_word_embeddings ? embed_ : take(tensors_, source_, "lm_head.weight", {V, d});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    Layer l;
+    auto get = [&](const char* n, std::vector<int64_t> s) { return take(tensors_, source_, layer_name(i, n), s); };
+    l.attn_norm = get("input_layernorm.weight", {d});
+    l.wq = get("self_attn.q_proj.weight", {c.q_dim(), d});
+    l.wk = get("self_attn.k_proj.weight", {c.kv_dim(), d});
+    l.wv = get("self_attn.v_proj.weight", {c.kv_dim(), d});
+    l.wo = get("self_attn.o_proj.weight", {d, c.q_dim()});
+    if (c.attention_bias) {
+      l.bq = get("self_attn.q_proj.bias", {c.q_dim()});
+      l.bk = get("self_attn.k_proj.bias", {c.kv_dim()});
+      l.bv = get("self_attn.v_proj.bias", {c.kv_dim()});
+    }
+    l.ffn_norm = get("post_attention_layernorm.weight", {d});
+    l.w_gate = get("mlp.gate_proj.weight", {F, d});
+    l.w_up = get("mlp.up_proj.weight", {F, d});
+    l.w_down = get("mlp.down_proj.weight", {d, F});
+    layers_.push_back(std::move(l));
+  }
+  inv_freq_ = rope_inv_freq(c);
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& [name, t] : tensors_) n += t.nbytes();
+  return n;
+}
+
+size_t LlamaModel::weight_bytes_of(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? 0 : it->second.nbytes();
+}
+
+MemoryAccount LlamaModel::memory(const Session& s) const {
+  return {weight_bytes(), s.kv_bytes(), s.scratch_bytes()};
+}
+
+double LlamaModel::forward_flops(int64_t T, int64_t past, LogitsFor which) const {
+  const auto& c = config_;
+  const int64_t d = c.hidden_size;
+  const double per_layer = ops::linear_flops(T, d, c.q_dim() + 2 * c.kv_dim()) +
+                           ops::linear_flops(T, c.q_dim(), d) +
+                           ops::linear_flops(T, d, 3 * c.intermediate_size) +
+                           ops::attention_flops(T, c.num_attention_heads, c.head_dim, past);
+  const int64_t rows = which == LogitsFor::All ? T : 1;
+  return per_layer * double(c.num_hidden_layers) + ops::linear_flops(rows, d, c.vocab_size);
+}
+
+Session::Session(const LlamaModel& m, int64_t capacity) : model_(&m), capacity_(capacity) {
+  const auto& c = m.config();
+  GP_CHECK(capacity > 0 && capacity <= c.max_position_embeddings, "[llama] context of ", capacity,
+           " tokens is outside 1..", c.max_position_embeddings, " (max_position_embeddings of ",
+           m.source(), ")");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    k_.push_back(Tensor::zeros({capacity, c.kv_dim()}));
+    v_.push_back(Tensor::zeros({capacity, c.kv_dim()}));
+  }
+}
+
+void Session::truncate(int64_t n) {
+  GP_CHECK(n >= 0 && n <= pos_, "[llama] cannot truncate a session of ", pos_, " tokens to ", n);
+  pos_ = n;
+}
+
+size_t Session::kv_bytes() const {
+  size_t n = 0;
+  for (size_t i = 0; i < k_.size(); ++i) n += k_[i].nbytes() + v_[i].nbytes();
+  return n;
+}
+
+size_t Session::scratch_bytes() const {
+  size_t n = 0;
+  for (const Tensor* t : {&x_, &h_, &q_, &attn_, &gate_, &up_})
+    if (t->defined()) n += t->nbytes();
+  return n;
+}
+
+void Session::reserve(int64_t T) {
+  if (T <= scratch_T_) return;
+  const auto& c = model_->config();
+  x_ = Tensor::zeros({T, c.hidden_size});
+  h_ = Tensor::zeros({T, c.hidden_size});
+  q_ = Tensor::zeros({T, c.q_dim()});
+  attn_ = Tensor::zeros({T, c.q_dim()});
+  gate_ = Tensor::zeros({T, c.intermediate_size});
+  up_ = Tensor::zeros({T, c.intermediate_size});
+  scratch_T_ = T;
+}
+
+Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFor which) const {
+  GP_CHECK(s.model_ == this, "[llama] session belongs to another model");
+  const int64_t T = int64_t(tokens.size());
+  GP_CHECK(T > 0, "[llama] forward needs at least one token");
+  GP_CHECK(s.pos_ + T <= s.capacity_, "[llama] ", T, " tokens after ", s.pos_,
+           " cached exceed the session's context of ", s.capacity_);
+  const auto& c = config_;
+  const int64_t p0 = s.pos_;
+  s.reserve(T);
+  auto rows = [T](const Tensor& t) { return t.slice(0, 0, T); };
+  Tensor x = rows(s.x_), h = rows(s.h_), q = rows(s.q_), attn = rows(s.attn_), gate = rows(s.gate_), up = rows(s.up_);
+  s.positions_.resize(size_t(T));
+  for (int64_t t = 0; t < T; ++t) s.positions_[size_t(t)] = int32_t(p0 + t);
+  const float eps = float(c.rms_norm_eps);
+  const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
+
+  ops::embedding(embed_, tokens, x);
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& l = layers_[li];
+    ops::rms_norm(x, l.attn_norm, eps, h);
+    ops::linear(h, l.wq, l.bq.defined() ? &l.bq : nullptr, q);
+    // New keys and values go straight into the cache rows p0 .. p0+T-1.
+    Tensor kc = s.k_[li].slice(0, p0, T), vc = s.v_[li].slice(0, p0, T);
+    ops::linear(h, l.wk, l.bk.defined() ? &l.bk : nullptr, kc);
+    ops::linear(h, l.wv, l.bv.defined() ? &l.bv : nullptr, vc);
+    ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
+    ops::rope(kc, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
+    ops::attention(q, s.k_[li].slice(0, 0, p0 + T), s.v_[li].slice(0, 0, p0 + T), c.num_attention_heads,
+                   c.num_key_value_heads, p0, scale, attn);
+    ops::linear(attn, l.wo, nullptr, h);
+    ops::add_inplace(x, h);
+    ops::rms_norm(x, l.ffn_norm, eps, h);
+    ops::linear(h, l.w_gate, nullptr, gate);
+    ops::linear(h, l.w_up, nullptr, up);
+    ops::silu_mul(gate, up, gate);
+    ops::linear(gate, l.w_down, nullptr, h);
+    ops::add_inplace(x, h);
+  }
+  s.pos_ += T;
+  Tensor last = which == LogitsFor::All ? x : x.slice(0, T - 1, 1);
+  Tensor normed = Tensor::zeros(last.shape());
+  ops::rms_norm(last, norm_, eps, normed);
+  Tensor logits = Tensor::zeros({last.size(0), c.vocab_size});
+  ops::linear(normed, lm_head_, nullptr, logits);
+  return logits;
+}
+
+}  // namespace genperf

@@ -1,0 +1,55 @@
+// Helpers shared by the tests: temporary directories, running a command, reading raw floats.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace genperf::testing {
+
+// A fresh directory under /tmp, removed when the object goes out of scope.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    std::string tmpl = std::filesystem::temp_directory_path() / ("genperf-" + tag + "-XXXXXX");
+    char* p = mkdtemp(tmpl.data());
+    if (!p) std::abort();
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Runs a shell command; returns its exit status and captures standard output.
+inline int run_command(const std::string& cmd, std::string* out = nullptr) {
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  std::string s;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  const int status = pclose(f);
+  if (out) *out = s;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::vector<float> v(size_t(in.tellg()) / sizeof(float));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+  return v;
+}
+
+}  // namespace genperf::testing

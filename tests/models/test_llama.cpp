@@ -1,0 +1,200 @@
+// The Llama forward pass against an independent NumPy reference (tests/models/llama_ref.py, in
+// float64) on random checkpoints written with genperf's own HF writer, and HF vs GGUF loading.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "common/test_util.h"
+#include "genperf/checkpoint.h"
+#include "genperf/llama.h"
+
+using namespace genperf;
+using genperf::testing::TempDir;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  int64_t heads, kv_heads;
+  bool tied, bias;
+  double theta;
+  bool llama3;
+  DType dtype;
+  const char* arch;
+};
+
+LlamaConfig tiny_config(const Variant& v) {
+  LlamaConfig c;
+  c.architecture = v.arch;
+  c.vocab_size = 96;
+  c.hidden_size = 64;
+  c.intermediate_size = 112;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = v.heads;
+  c.num_key_value_heads = v.kv_heads;
+  c.head_dim = 64 / v.heads;
+  c.max_position_embeddings = 128;
+  c.rope_theta = v.theta;
+  c.tie_word_embeddings = v.tied;
+  c.attention_bias = v.bias;
+  if (v.llama3) {
+    c.rope_scaling.type = "llama3";
+    c.rope_scaling.factor = 8;
+    c.rope_scaling.low_freq_factor = 1;
+    c.rope_scaling.high_freq_factor = 4;
+    c.rope_scaling.original_max_position_embeddings = 16;  // small, so every branch is used
+  }
+  c.bos_token_ids = {1};
+  c.eos_token_ids = {2};
+  return c;
+}
+
+std::vector<int32_t> test_ids(uint64_t seed, int n, int vocab) {
+  Rng r(seed);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(int32_t(r.next() % uint64_t(vocab)));
+  return ids;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::string ref_script() { return std::string(GENPERF_TEST_DIR) + "/models/llama_ref.py"; }
+
+std::vector<float> reference_logits(const std::string& dir, const std::vector<int32_t>& ids, const TempDir& tmp) {
+  const std::string out = tmp / "ref_logits.bin";
+  const std::string cmd = std::string(GENPERF_PYTHON) + " " + ref_script() + " --model " + dir +
+                          " --ids " + join(ids) + " --logits " + out;
+  EXPECT_EQ(genperf::testing::run_command(cmd), 0)
+      << cmd << "\n(needs python3-numpy for /usr/bin/python3: run scripts/deps.sh)";
+  return genperf::testing::read_floats(out);
+}
+
+// Max over rows of |a - b| / max|b| per row: a relative error that is not fooled by tiny logits.
+double max_row_rel_error(const float* a, const float* b, int64_t rows, int64_t cols) {
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double diff = 0, scale = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      diff = std::max(diff, double(std::fabs(a[r * cols + c] - b[r * cols + c])));
+      scale = std::max(scale, double(std::fabs(b[r * cols + c])));
+    }
+    worst = std::max(worst, diff / std::max(scale, 1e-30));
+  }
+  return worst;
+}
+
+class LlamaVsNumpy : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(LlamaVsNumpy, LogitsAndGreedy) {
+  const Variant v = GetParam();
+  const uint64_t seed = 20261202;
+  std::printf("variant %s, seed %llu\n", v.name, (unsigned long long)seed);
+  const LlamaConfig c = tiny_config(v);
+  TempDir tmp("llama");
+  const std::string dir = tmp / "model";
+  {
+    Checkpoint ck = random_checkpoint(c, v.dtype, seed);
+    save_hf_checkpoint(dir, c, ck.tensors);
+  }
+  LlamaModel m(load_checkpoint(dir, false));
+  const auto ids = test_ids(seed, 23, int(c.vocab_size));
+
+  // All-position logits from one batched prefill.
+  Session s(m, 64);
+  Tensor logits = m.forward(s, ids, LogitsFor::All);
+  const auto ref = reference_logits(dir, ids, tmp);
+  ASSERT_EQ(ref.size(), size_t(logits.numel()));
+  const double tol = v.dtype == DType::F32 ? 1e-4 : 2e-2;  // bf16: weights are exact, activations in f32
+  EXPECT_LT(max_row_rel_error(logits.data<float>(), ref.data(), logits.size(0), logits.size(1)), tol);
+
+  // Prefill in pieces then token-by-token decode gives the same logits as one batched call.
+  Session s2(m, 64);
+  m.forward(s2, std::span(ids).first(10));
+  for (size_t i = 10; i < ids.size(); ++i) {
+    Tensor l = m.forward(s2, std::span(ids).subspan(i, 1));
+    const float* want = logits.data<float>() + int64_t(i) * c.vocab_size;
+    EXPECT_LT(max_row_rel_error(l.data<float>(), want, 1, c.vocab_size), 1e-5) << "position " << i;
+  }
+
+  // Greedy generation of 32 tokens matches the reference token for token.
+  if (v.dtype == DType::F32) {
+    std::vector<int32_t> prompt(ids.begin(), ids.begin() + 5);
+    Session g(m, 64);
+    Tensor l = m.forward(g, prompt);
+    std::vector<int32_t> got;
+    Sampler greedy({0.f, 0, 1.f, 0});
+    for (int i = 0; i < 32; ++i) {
+      const int32_t id = greedy.sample({l.data<float>(), size_t(c.vocab_size)});
+      got.push_back(id);
+      l = m.forward(g, std::span<const int32_t>(&id, 1));
+    }
+    std::string out;
+    const std::string cmd = std::string(GENPERF_PYTHON) + " " + ref_script() + " --model " + dir +
+                            " --ids " + join(prompt) + " --greedy 32";
+    ASSERT_EQ(genperf::testing::run_command(cmd, &out), 0) << cmd;
+    std::istringstream in(out);
+    std::vector<int32_t> want;
+    for (int32_t x; in >> x;) want.push_back(x);
+    EXPECT_EQ(got, want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, LlamaVsNumpy,
+    ::testing::Values(Variant{"mha_untied_f32", 4, 4, false, false, 10000, false, DType::F32, "LlamaForCausalLM"},
+                      Variant{"gqa_tied_f32", 8, 2, true, false, 500000, false, DType::F32, "LlamaForCausalLM"},
+                      Variant{"gqa_llama3_f32", 4, 2, false, false, 500000, true, DType::F32, "LlamaForCausalLM"},
+                      Variant{"qwen2_bias_f32", 4, 2, true, true, 1000000, false, DType::F32, "Qwen2ForCausalLM"},
+                      Variant{"mistral_bf16", 4, 1, false, false, 10000, false, DType::BF16, "MistralForCausalLM"},
+                      Variant{"gqa_f16", 4, 2, false, false, 10000, false, DType::F16, "LlamaForCausalLM"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Llama, GgufGivesSameLogitsAsHf) {
+  const uint64_t seed = 7;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Variant v{"gguf", 4, 2, false, false, 10000, false, DType::F32, "LlamaForCausalLM"};
+  const LlamaConfig c = tiny_config(v);
+  TempDir tmp("gguf");
+  {
+    Checkpoint ck = random_checkpoint(c, DType::F32, seed);
+    save_hf_checkpoint(tmp / "hf", c, ck.tensors);
+  }
+  Checkpoint hf = load_checkpoint(tmp / "hf", false);
+  save_gguf_checkpoint(tmp / "m.gguf", hf);
+  LlamaModel a(std::move(hf));
+  LlamaModel b(load_checkpoint(tmp / "m.gguf", false));
+  EXPECT_EQ(b.rope_style(), RopeStyle::Interleaved);
+  const auto ids = test_ids(seed, 17, int(c.vocab_size));
+  Session sa(a, 32), sb(b, 32);
+  Tensor la = a.forward(sa, ids, LogitsFor::All), lb = b.forward(sb, ids, LogitsFor::All);
+  EXPECT_LT(max_row_rel_error(lb.data<float>(), la.data<float>(), la.size(0), la.size(1)), 1e-5);
+}
+
+TEST(Llama, ContextAndShapeErrors) {
+  Variant v{"err", 4, 2, false, false, 10000, false, DType::F32, "LlamaForCausalLM"};
+  const LlamaConfig c = tiny_config(v);
+  Checkpoint ck = random_checkpoint(c, DType::F32, 3);
+  LlamaModel m(std::move(ck));
+  EXPECT_THROW(Session(m, c.max_position_embeddings + 1), Error);
+  Session s(m, 4);
+  std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+  EXPECT_THROW(m.forward(s, ids), Error);
+  std::vector<int32_t> bad = {int32_t(c.vocab_size)};
+  EXPECT_THROW(m.forward(s, bad), Error);
+  Checkpoint ck2 = random_checkpoint(c, DType::F32, 3);
+  ck2.tensors["model.layers.1.mlp.up_proj.weight"] = Tensor::zeros({3, 3});
+  try {
+    LlamaModel bad_model(std::move(ck2));
+    FAIL() << "shape mismatch accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("up_proj"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
