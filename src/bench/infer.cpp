@@ -49,17 +49,6 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
   Progress bar("bench infer", int64_t(o.prefill_lengths.size()) + 3);
   int64_t step = 0;
 
-  double bw = 0, peak_f32 = 0, peak_w = 0;
-  if (o.measure_peaks) {
-    bw = bench::measure_bandwidth_gbs();
-    peak_f32 = bench::measure_gemm_peak_gflops(DType::F32);
-    peak_w = m.weight_dtype() == DType::F32 ? peak_f32 : bench::measure_gemm_peak_gflops(m.weight_dtype());
-    out["machine"] = Json(Json::Object{{"bandwidth_gbs", bw},
-                                       {"gemm_peak_gflops_f32", peak_f32},
-                                       {"gemm_peak_gflops_weight_type", peak_w}});
-  }
-  if (progress) bar.update(++step);
-
   Json::Array prefill;
   for (int64_t L : o.prefill_lengths) {
     const auto toks = random_tokens(L, c.vocab_size, o.seed + uint64_t(L));
@@ -68,10 +57,6 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
     Json r = Json::Object{{"tokens", L}, {"seconds", st.to_json()}, {"tokens_per_s", double(L) / st.median},
                           {"tokens_per_s_min", double(L) / st.max}, {"tokens_per_s_max", double(L) / st.min},
                           {"gflops", flops / st.median * 1e-9}};
-    if (peak_f32 > 0) {
-      r["fraction_of_f32_gemm_peak"] = flops / st.median * 1e-9 / peak_f32;
-      r["fraction_of_weight_type_gemm_peak"] = flops / st.median * 1e-9 / peak_w;
-    }
     prefill.push_back(std::move(r));
     if (progress) bar.update(++step);
   }
@@ -104,17 +89,33 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
                         {"seconds_per_token", dec.to_json()}, {"tokens_per_s", 1.0 / dec.median},
                         {"tokens_per_s_min", 1.0 / dec.max}, {"tokens_per_s_max", 1.0 / dec.min},
                         {"weight_bytes_per_token", bytes}, {"gbs", bytes / dec.median * 1e-9}};
-  if (bw > 0) {
-    d["floor_seconds_per_token"] = bytes / (bw * 1e9);
-    d["fraction_of_bandwidth_floor"] = bytes / (bw * 1e9) / dec.median;
-  }
   out["decode"] = std::move(d);
   out["time_to_first_token_s"] = first.to_json();
 
+  // The machine's floors are measured last, so that their buffers stay out of the peak RSS above.
+  const size_t peak_rss = peak_rss_bytes();
+  if (o.measure_peaks) {
+    const double bw = bench::measure_bandwidth_gbs();
+    const double peak_f32 = bench::measure_gemm_peak_gflops(DType::F32);
+    const double peak_w = m.weight_dtype() == DType::F32 ? peak_f32 : bench::measure_gemm_peak_gflops(m.weight_dtype());
+    out["machine"] = Json(Json::Object{{"bandwidth_gbs", bw},
+                                       {"gemm_peak_gflops_f32", peak_f32},
+                                       {"gemm_peak_gflops_weight_type", peak_w}});
+    for (Json& r : out["prefill"].as_array()) {
+      const double gflops = r.at("gflops").as_number();
+      r["fraction_of_f32_gemm_peak"] = gflops / peak_f32;
+      r["fraction_of_weight_type_gemm_peak"] = gflops / peak_w;
+    }
+    Json& d = out["decode"];
+    const double bytes = d.at("weight_bytes_per_token").as_number();
+    d["floor_seconds_per_token"] = bytes / (bw * 1e9);
+    d["fraction_of_bandwidth_floor"] = bytes / (bw * 1e9) / d.at("seconds_per_token").at("median").as_number();
+  }
+  if (progress) bar.update(++step);
   const MemoryAccount mem = m.memory(s);
   out["memory"] = Json(Json::Object{{"weights_bytes", int64_t(mem.weights)}, {"kv_cache_bytes", int64_t(mem.kv_cache)},
                                     {"scratch_bytes", int64_t(mem.scratch)}, {"total_bytes", int64_t(mem.total())},
-                                    {"peak_rss_bytes", int64_t(peak_rss_bytes())}});
+                                    {"peak_rss_bytes", int64_t(peak_rss)}});
   bar.finish();
   return out;
 }

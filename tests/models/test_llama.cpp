@@ -8,6 +8,7 @@
 
 #include "common/test_util.h"
 #include "genperf/checkpoint.h"
+#include "genperf/error.h"
 #include "genperf/llama.h"
 
 using namespace genperf;
@@ -119,7 +120,10 @@ TEST_P(LlamaVsNumpy, LogitsAndGreedy) {
   for (size_t i = 10; i < ids.size(); ++i) {
     Tensor l = m.forward(s2, std::span(ids).subspan(i, 1));
     const float* want = logits.data<float>() + int64_t(i) * c.vocab_size;
-    EXPECT_LT(max_row_rel_error(l.data<float>(), want, 1, c.vocab_size), 1e-5) << "position " << i;
+    // f32: the same arithmetic up to summation order. bf16/f16: prefill may round activations to
+    // the weight type for the GEMM (as PyTorch does), decode keeps them in f32.
+    EXPECT_LT(max_row_rel_error(l.data<float>(), want, 1, c.vocab_size), v.dtype == DType::F32 ? 1e-5 : tol)
+        << "position " << i;
   }
 
   // Greedy generation of 32 tokens matches the reference token for token.

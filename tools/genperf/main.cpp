@@ -1,5 +1,6 @@
 // genperf CLI: parses arguments and calls the library; no logic of its own.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -26,6 +27,15 @@ const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_THREADS, 
 const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
 const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
 const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (ch == sep) out.emplace_back();
+    else out.back() += ch;
+  }
+  return out;
+}
 
 void apply_common(const Args& a) {
   if (a.has("threads")) set_num_threads(int(a.integer("threads")));
@@ -176,7 +186,9 @@ int cmd_bench(int argc, char** argv) {
   }
   Args a("bench infer",
          {kModel, kDtype, kThreads, kJson, {"reps", "timed repetitions (after warm-up)", "5"},
-          {"decode-tokens", "tokens per decode repetition", "32"}, {"no-peaks", "skip measuring the machine's floors", "", true},
+          {"decode-tokens", "tokens per decode repetition", "32"},
+          {"prefill", "comma-separated prompt lengths for prefill", "128,512"},
+          {"decode-prompt", "prompt tokens before decode is timed", "128"}, {"no-peaks", "skip measuring the machine's floors", "", true},
           {"out", "also write the JSON record to this file", "", false, true}},
          argc, argv, 3);
   if (run_help(a)) return 0;
@@ -185,6 +197,15 @@ int cmd_bench(int argc, char** argv) {
   InferBenchOptions o;
   o.reps = int(a.integer("reps"));
   o.decode_tokens = a.integer("decode-tokens");
+  o.decode_prompt = a.integer("decode-prompt");
+  o.prefill_lengths.clear();
+  for (const std::string& x : split(a.str("prefill"), ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(x.c_str(), &end, 10);
+    GP_CHECK(!x.empty() && end && *end == 0 && v > 0, "[bench infer] --prefill expects positive integers, got '", x, "'");
+    o.prefill_lengths.push_back(v);
+  }
+  GP_CHECK(o.decode_prompt > 0 && o.decode_tokens > 0, "[bench infer] --decode-prompt and --decode-tokens must be positive");
   o.measure_peaks = !a.flag("no-peaks");
   GP_CHECK(o.reps >= 1, "[bench infer] --reps must be at least 1");
   Json r = bench_infer(m, o, !a.flag("json"));

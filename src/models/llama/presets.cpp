@@ -57,12 +57,15 @@ Checkpoint random_checkpoint(const LlamaConfig& c, DType dtype, uint64_t seed, d
   ck.config = c;
   Rng rng(seed);
   std::vector<float> buf;
+  // Drawn a row at a time, so a large random model costs no float copy of its weights.
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     const double s = std > 0 ? std : 1.0 / std::sqrt(double(cols));
-    buf.resize(size_t(rows * cols));
-    for (auto& v : buf) v = float(rng.normal() * s);
+    buf.resize(size_t(cols));
     Tensor t = Tensor::zeros({rows, cols}, dtype);
-    traits(dtype).from_f32(buf.data(), t.raw(), rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : buf) v = float(rng.normal() * s);
+      traits(dtype).from_f32(buf.data(), t.row(r), cols);
+    }
     ck.tensors[name] = t;
   };
   auto vector = [&](const std::string& name, int64_t n, bool ones) {

@@ -1,0 +1,181 @@
+// The genperf CLI end to end: every verb on a tiny model with a SentencePiece tokenizer trained
+// here on real text (Debian's bible-kjv), JSON output, and bad input giving a clear error that
+// names the file, a non-zero exit and no partial output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_util.h"
+#include "genperf/fileio.h"
+#include "genperf/json.h"
+
+using namespace genperf;
+using genperf::testing::run_command;
+using genperf::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kGenperf = std::string(GENPERF_BINARY_DIR) + "/genperf";
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result gp(const std::string& args, const TempDir& tmp) {
+  Result r;
+  const std::string err_file = tmp / "stderr.txt";
+  r.code = run_command(kGenperf + " " + args + " 2>" + err_file, &r.out);
+  r.err = read_text_file(err_file);
+  return r;
+}
+
+// One model directory for the whole suite: tiny shape, random weights, a real tokenizer.
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("cli");
+    const std::string kjv = *dir_ / "kjv.txt";
+    ASSERT_EQ(run_command("bash " + std::string(GENPERF_TEST_DIR) + "/../scripts/data/kjv.sh " + kjv), 0)
+        << "needs Debian's bible-kjv: run scripts/deps.sh";
+    ASSERT_EQ(run_command("head -n 4000 " + kjv + " > " + (*dir_ / "train.txt") + " && sed -n '30000,30080p' " + kjv +
+                          " > " + (*dir_ / "eval.txt")), 0);
+    fs::create_directories(*dir_ / "tok");
+    ASSERT_EQ(run_command("spm_train --input=" + (*dir_ / "train.txt") + " --model_prefix=" + (*dir_ / "tok/tokenizer") +
+                          " --vocab_size=400 --model_type=bpe --character_coverage=1.0 --byte_fallback=true"
+                          " --random_seed=1 --minloglevel=2 >/dev/null 2>&1"), 0)
+        << "spm_train failed: run scripts/deps.sh";
+    ASSERT_EQ(run_command(kGenperf + " random-model --shape tiny --dtype f32 --seed 5 --tokenizer " +
+                          (*dir_ / "tok/tokenizer.model") + " --out " + (*dir_ / "model") + " 2>/dev/null"), 0);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string model() { return *dir_ / "model"; }
+  static TempDir* dir_;
+  TempDir tmp_{"cli-case"};
+};
+TempDir* Cli::dir_ = nullptr;
+
+TEST_F(Cli, HelpForEveryVerb) {
+  for (const char* v : {"generate", "eval ppl", "eval mc", "eval kl", "bench infer", "convert", "random-model", "info"}) {
+    Result r = gp(std::string(v) + " --help", tmp_);
+    EXPECT_EQ(r.code, 0) << v;
+    EXPECT_NE(r.out.find("usage: genperf"), std::string::npos) << v;
+  }
+  EXPECT_EQ(gp("no-such-verb", tmp_).code, 2);
+}
+
+TEST_F(Cli, GenerateJsonIsDeterministic) {
+  const std::string args = "generate --model " + model() + " --prompt 'In the beginning' --max-tokens 12 --json";
+  Result a = gp(args + " --temperature 0", tmp_), b = gp(args + " --temperature 0", tmp_);
+  ASSERT_EQ(a.code, 0) << a.err;
+  Json ja = Json::parse(a.out), jb = Json::parse(b.out);
+  EXPECT_EQ(ja.at("ids").dump(), jb.at("ids").dump());
+  EXPECT_LE(ja.at("ids").as_array().size(), 12u);
+  EXPECT_TRUE(ja.at("text").is_string());
+  Result s1 = gp(args + " --temperature 1 --seed 3", tmp_), s2 = gp(args + " --temperature 1 --seed 3", tmp_);
+  EXPECT_EQ(Json::parse(s1.out).at("ids").dump(), Json::parse(s2.out).at("ids").dump());
+}
+
+TEST_F(Cli, EvalPplMcKlAndGguf) {
+  Result p = gp("eval ppl --model " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const Json jp = Json::parse(p.out);
+  EXPECT_GT(jp.at("ppl").as_number(), 1.0);
+  EXPECT_GT(jp.at("tokens").as_int(), 100);
+
+  write_file_atomic(tmp_ / "tasks.jsonl",
+                    "{\"context\": \"And God said\", \"choices\": [\", Let there be light\", \" unto Moses\"], \"gold\": 0}\n"
+                    "{\"context\": \"In the beginning\", \"choices\": [\" God\", \" was the Word\", \" of days\"], \"gold\": 1}\n");
+  Result mc = gp("eval mc --model " + model() + " --tasks " + (tmp_ / "tasks.jsonl") + " --json", tmp_);
+  ASSERT_EQ(mc.code, 0) << mc.err;
+  EXPECT_EQ(Json::parse(mc.out).at("n").as_int(), 2);
+
+  Result kl = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  ASSERT_EQ(kl.code, 0) << kl.err;
+  EXPECT_LT(Json::parse(kl.out).at("kl_mean").as_number(), 1e-9);
+
+  // The same model as GGUF (tokenizer in its metadata) scores the same.
+  Result cv = gp("convert --model " + model() + " --out " + (tmp_ / "m.gguf"), tmp_);
+  ASSERT_EQ(cv.code, 0) << cv.err;
+  Result pg = gp("eval ppl --model " + (tmp_ / "m.gguf") + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  ASSERT_EQ(pg.code, 0) << pg.err;
+  EXPECT_NEAR(Json::parse(pg.out).at("ppl").as_number(), jp.at("ppl").as_number(), 1e-4 * jp.at("ppl").as_number());
+}
+
+TEST_F(Cli, BenchInferJson) {
+  Result r = gp("bench infer --model random:tiny --dtype bf16 --reps 2 --decode-tokens 4 --prefill 16,48 --decode-prompt 20 --no-peaks --json --out " +
+                (tmp_ / "b.json"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j.at("prefill").as_array().size(), 2u);
+  EXPECT_GT(j.at("decode").at("tokens_per_s").as_number(), 0);
+  EXPECT_EQ(j.at("decode").at("seconds_per_token").at("n").as_int(), 2);
+  EXPECT_FALSE(j.at("provenance").at("cpu").as_string().empty());
+  EXPECT_EQ(Json::parse_file(tmp_ / "b.json").dump(), j.dump());
+}
+
+// Copies the model directory so one file can be damaged.
+std::string damaged_copy(const std::string& src, const TempDir& tmp) {
+  const std::string dst = tmp / "damaged";
+  fs::copy(src, dst, fs::copy_options::recursive);
+  return dst;
+}
+
+void expect_clean_failure(const Result& r, const std::string& names) {
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find(names), std::string::npos) << "error should name " << names << ": " << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadInputGivesClearErrors) {
+  const std::string text = *dir_ / "eval.txt";
+  {  // truncated safetensors
+    const std::string d = damaged_copy(model(), tmp_);
+    fs::resize_file(d + "/model.safetensors", fs::file_size(d + "/model.safetensors") / 2);
+    expect_clean_failure(gp("eval ppl --model " + d + " --text " + text, tmp_), "model.safetensors");
+    fs::remove_all(d);
+  }
+  {  // unknown architecture
+    const std::string d = damaged_copy(model(), tmp_);
+    std::string cfg = read_text_file(d + "/config.json");
+    cfg.replace(cfg.find("LlamaForCausalLM"), 16, "GPTNeoXForCausalLM");
+    write_file_atomic(d + "/config.json", cfg);
+    expect_clean_failure(gp("info --model " + d, tmp_), "config.json");
+    fs::remove_all(d);
+  }
+  {  // malformed config JSON
+    const std::string d = damaged_copy(model(), tmp_);
+    write_file_atomic(d + "/config.json", "{\"vocab_size\": 12,");
+    expect_clean_failure(gp("info --model " + d, tmp_), "config.json");
+    fs::remove_all(d);
+  }
+  {  // truncated tokenizer
+    const std::string d = damaged_copy(model(), tmp_);
+    fs::resize_file(d + "/tokenizer.model", 100);
+    expect_clean_failure(gp("generate --model " + d + " --prompt hi", tmp_), "tokenizer.model");
+    fs::remove_all(d);
+  }
+  {  // truncated GGUF
+    ASSERT_EQ(gp("convert --model " + model() + " --out " + (tmp_ / "t.gguf"), tmp_).code, 0);
+    fs::resize_file(tmp_ / "t.gguf", fs::file_size(tmp_ / "t.gguf") - 1000);
+    expect_clean_failure(gp("info --model " + (tmp_ / "t.gguf"), tmp_), "t.gguf");
+  }
+  // --ctx beyond the model's context; missing files; bad option values.
+  expect_clean_failure(gp("eval ppl --model " + model() + " --text " + text + " --ctx 100000", tmp_), "--ctx");
+  expect_clean_failure(gp("eval ppl --model " + model() + " --text " + (tmp_ / "nope.txt"), tmp_), "nope.txt");
+  expect_clean_failure(gp("info --model " + (tmp_ / "missing"), tmp_), "missing");
+  expect_clean_failure(gp("generate --model " + model(), tmp_), "--prompt");
+  expect_clean_failure(gp("generate --model " + model() + " --prompt x --max-tokens lots", tmp_), "--max-tokens");
+  // A failed conversion leaves no output file behind.
+  const std::string d = damaged_copy(model(), tmp_);
+  fs::resize_file(d + "/model.safetensors", 64);
+  EXPECT_EQ(gp("convert --model " + d + " --out " + (tmp_ / "out.gguf"), tmp_).code, 1);
+  EXPECT_FALSE(fs::exists(tmp_ / "out.gguf"));
+  for (const auto& e : fs::directory_iterator(tmp_.path()))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
+}  // namespace
