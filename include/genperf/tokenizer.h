@@ -12,6 +12,7 @@
 namespace genperf {
 
 class GgufFile;  // io/gguf.h
+class Json;      // genperf/json.h
 
 // What a tokenizer writes into / reads from GGUF metadata (keys tokenizer.ggml.*).
 struct TokenizerVocab {
@@ -23,6 +24,12 @@ struct TokenizerVocab {
   std::vector<std::string> merges;  // "a b" pairs, highest priority first (BPE only)
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
   bool add_bos = true, add_eos = false;
+  // SentencePiece normalizer ("llama" only; GGUF keys tokenizer.ggml.add_space_prefix,
+  // tokenizer.ggml.remove_extra_whitespaces, tokenizer.ggml.precompiled_charsmap). The defaults are
+  // those of Llama's tokenizer.model; an empty charsmap means no character normalization.
+  bool add_space_prefix = true;
+  bool remove_extra_whitespaces = false;
+  std::string precompiled_charsmap;  // raw bytes
 };
 
 class Tokenizer {
@@ -52,5 +59,14 @@ std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& path);
 std::unique_ptr<Tokenizer> load_bpe_json(const std::string& path);
 // From GGUF metadata (tokenizer.ggml.*); `source` names the file in errors.
 std::unique_ptr<Tokenizer> tokenizer_from_vocab(const TokenizerVocab& v, const std::string& source);
+
+// The pieces the factories above are made of; `source` names the file in errors.
+// A serialized SentencePiece ModelProto (the bytes of a .model file).
+std::unique_ptr<Tokenizer> sentencepiece_from_proto(std::string_view serialized, const std::string& source);
+// A parsed tokenizer.json (model.type "BPE" with a ByteLevel pre-tokenizer).
+std::unique_ptr<Tokenizer> bpe_from_json(const Json& tokenizer_json, const std::string& source);
+// tokenizer_from_vocab for v.model == "llama" (SentencePiece) and v.model == "gpt2" (byte-level BPE).
+std::unique_ptr<Tokenizer> sentencepiece_from_vocab(const TokenizerVocab& v, const std::string& source);
+std::unique_ptr<Tokenizer> bpe_from_vocab(const TokenizerVocab& v, const std::string& source);
 
 }  // namespace genperf
