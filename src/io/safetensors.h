@@ -1,0 +1,38 @@
+// safetensors files: an 8-byte little-endian header length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the
+// tensor bytes (offsets relative to the end of the header). Reading validates every field against
+// the file before any tensor is made; tensors borrow the mapped file (zero-copy).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "genperf/tensor.h"
+#include "io/mmap_file.h"
+
+namespace genperf {
+
+struct SafetensorsFile {
+  std::shared_ptr<MmapFile> file;
+  std::vector<std::string> names;         // header order
+  std::map<std::string, Tensor> tensors;  // F32, F16, BF16 or I32; shapes outermost first
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads `path`; errors are genperf::Error "[safetensors] <path>: ...". Dtypes other than F32, F16,
+// BF16 and I32 are an error naming the tensor. A rank-0 (scalar) tensor reads as shape [1].
+SafetensorsFile read_safetensors(const std::string& path);
+// The same checks on bytes already in memory (fuzzers, tests).
+SafetensorsFile read_safetensors(std::shared_ptr<MmapFile> file);
+
+// Writes tensors in the given order, contiguous, after a header padded with spaces to a multiple
+// of 8 bytes; path + ".tmp" first, renamed when complete.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// The safetensors dtype name of a genperf type ("F32", "F16", "BF16", "I32"); Error for others.
+const char* safetensors_dtype_name(DType t);
+
+}  // namespace genperf
