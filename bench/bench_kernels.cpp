@@ -1,0 +1,184 @@
+// Microbenchmarks of the CPU kernels against this machine's floors (BENCHMARKING.md):
+//   GEMV (decode):   GB/s of weight bytes read, and the fraction of measured read bandwidth.
+//                    Weights rotate over copies of >= 512 MiB in all, so they come from memory.
+//   GEMM (prefill):  GFLOP/s at T = 512 for the 110M model's shapes, and the fraction of the
+//                    measured 2048^3 GEMM peak of the same weight type.
+//   linear by rows:  GEMV kernels and oneDNN side by side for T = 1..32 (the switch-over).
+//   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
+// Real time, 5 repetitions, aggregates (median) reported; peaks measured once at start-up.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "bench/peaks.h"
+#include "genperf/rng.h"
+#include "genperf/runtime.h"
+#include "ops/ops.h"
+
+using namespace genperf;
+
+namespace {
+
+Tensor random(const std::vector<int64_t>& shape, DType dt, uint64_t seed, double scale = 1.0) {
+  Rng rng(seed);
+  Tensor f = Tensor::zeros(shape);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = float(rng.normal() * scale);
+  return dt == DType::F32 ? f : f.to(dt);
+}
+
+struct Peaks {
+  double bandwidth_gbs = 0;
+  double gemm_gflops[3] = {0, 0, 0};  // by DType: f32, f16, bf16
+};
+
+const Peaks& peaks() {
+  static const Peaks p = [] {
+    Peaks r;
+    r.bandwidth_gbs = bench::measure_bandwidth_gbs();
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      r.gemm_gflops[int(t)] = bench::measure_gemm_peak_gflops(t);
+    return r;
+  }();
+  return p;
+}
+
+DType dtype_arg(int64_t v) { return DType(v); }
+
+// y[1, N] = x[1, K] · w[N, K]^T, weights rotating over copies that cannot stay in cache.
+void BM_Gemv(benchmark::State& state) {
+  const DType wt = dtype_arg(state.range(0));
+  const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
+  const double bytes = double(bytes_for(wt, N * K));
+  const int copies = int(std::max(2.0, std::ceil(512.0 * (1 << 20) / bytes)));
+  std::vector<Tensor> ws = {random({N, K}, wt, 100, 0.05)};
+  for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());  // same values, other memory
+  const Tensor x = random({T, K}, DType::F32, 7);
+  Tensor y = Tensor::zeros({T, N});
+  int c = 0;
+  for (auto _ : state) {
+    ops::linear(x, ws[size_t(c)], nullptr, y);
+    c = (c + 1) % copies;
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac"] = benchmark::Counter(bytes * 1e-9 / peaks().bandwidth_gbs,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(dtype_name(wt));
+}
+
+// y[T, N] = x[T, K] · w[N, K]^T through ops::linear (oneDNN at this T).
+void BM_Gemm(benchmark::State& state) {
+  const DType wt = dtype_arg(state.range(0));
+  const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
+  const Tensor w = random({N, K}, wt, 5, 0.05), x = random({T, K}, DType::F32, 6);
+  Tensor y = Tensor::zeros({T, N});
+  for (auto _ : state) {
+    ops::linear(x, w, nullptr, y);
+    benchmark::DoNotOptimize(y.raw());
+  }
+  const double flops = ops::linear_flops(T, K, N);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_frac"] = benchmark::Counter(flops * 1e-9 / peaks().gemm_gflops[int(wt)],
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(dtype_name(wt));
+}
+
+// One path of linear pinned (0: GEMV kernels, 1: oneDNN), K = 768 -> N = 2048, weights in
+// rotation as for BM_Gemv: where GEMV stops beating oneDNN sets cpu::gemv_max_rows.
+void BM_LinearRows(benchmark::State& state) {
+  const DType wt = dtype_arg(state.range(0));
+  const int64_t T = state.range(1), path = state.range(2), N = 2048, K = 768;
+  const int copies = 64;  // 64 x 3 MiB (bf16): beyond the last-level cache
+  std::vector<Tensor> ws = {random({N, K}, wt, 200, 0.05)};
+  for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());
+  const Tensor x = random({T, K}, DType::F32, 8);
+  Tensor y = Tensor::zeros({T, N});
+  int c = 0;
+  for (auto _ : state) {
+    if (path == 0)
+      cpu::linear_gemv(x, ws[size_t(c)], nullptr, y, T, K, N);
+    else
+      cpu::linear_gemm(x, ws[size_t(c)], nullptr, y, T, K, N);
+    c = (c + 1) % copies;
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(ops::linear_flops(T, K, N) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(dtype_name(wt)) + (path == 0 ? " gemv" : " onednn"));
+}
+
+// Causal attention, 12 heads of 64 (the 110M model): T queries after q_pos0 cached keys.
+void BM_Attention(benchmark::State& state) {
+  const int64_t T = state.range(0), q_pos0 = state.range(1), H = 12, D = 64, S = q_pos0 + T;
+  const Tensor q = random({T, H * D}, DType::F32, 1), k = random({S, H * D}, DType::F32, 2),
+               v = random({S, H * D}, DType::F32, 3);
+  Tensor out = Tensor::zeros({T, H * D});
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (auto _ : state) {
+    ops::attention(q, k, v, H, H, q_pos0, scale, out);
+    benchmark::DoNotOptimize(out.raw());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(ops::attention_flops(T, H, D, q_pos0) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
+                  kBF16 = int64_t(DType::BF16);
+
+void gemv_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {kBF16, kF16, kF32})
+    for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
+      b->Args({t, nk.first, nk.second, 1});
+}
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {kF32, kBF16})
+    for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
+             {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
+      b->Args({t, nk.first, nk.second, 512});
+}
+void rows_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {kBF16, kF16, kF32})
+    for (int64_t T : {1, 2, 4, 8, 12, 16, 32})
+      for (int64_t path : {0, 1}) b->Args({t, T, path});
+}
+
+BENCHMARK(BM_Gemv)->Apply(gemv_args)->UseRealTime()->Repetitions(5)->DisplayAggregatesOnly(true);
+BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseRealTime()->Repetitions(5)->DisplayAggregatesOnly(true);
+BENCHMARK(BM_LinearRows)
+    ->Apply(rows_args)
+    ->UseRealTime()
+    ->Repetitions(5)
+    ->DisplayAggregatesOnly(true);
+BENCHMARK(BM_Attention)
+    ->Args({512, 0})
+    ->Args({1, 127})
+    ->Args({1, 511})
+    ->UseRealTime()
+    ->Repetitions(5)
+    ->DisplayAggregatesOnly(true);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const auto& f = cpu_features();
+  std::printf("cpu: %s\nisa flags: %s\nkernel isa: %s, threads: %d\n", f.model.c_str(),
+              f.flags().c_str(), isa_name(isa()), num_threads());
+  const Peaks& p = peaks();
+  std::printf(
+      "read bandwidth: %.1f GB/s; GEMM 2048^3 peak: f32 %.0f, f16 %.0f, bf16 %.0f GFLOP/s\n",
+      p.bandwidth_gbs, p.gemm_gflops[int(DType::F32)], p.gemm_gflops[int(DType::F16)],
+      p.gemm_gflops[int(DType::BF16)]);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,328 @@
+// CPU op drivers: split each op over OpenMP threads and call the kernels of the selected ISA
+// level (kernels.h). Small ops stay on the calling thread, where a parallel region would cost
+// more than the work. Arguments were checked by ops::X (src/ops/dispatch.cpp).
+//
+// Shape legend: T tokens, K input features, N output features, H query heads, Hkv key/value
+// heads, D head dimension, S keys in the cache.
+#include "backend/cpu/cpu_ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "genperf/error.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cpu {
+
+const Kernels& kernels() {
+  switch (isa()) {
+    case Isa::Avx512: return kernels_avx512();
+    case Isa::Avx2: return kernels_avx2();
+    case Isa::Generic: break;
+  }
+  return kernels_generic();
+}
+
+namespace {
+
+// Elements below which an elementwise op runs on one thread.
+constexpr int64_t kParallelElems = int64_t(1) << 15;
+
+int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
+// Row stride in floats of an f32 activation (any value for a single row).
+size_t ld_floats(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / 4; }
+int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
+
+// f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
+const float* as_f32(const Tensor& t, std::vector<float>& keep) {
+  if (t.dtype() == DType::F32) return t.data<float>();
+  keep.resize(size_t(t.numel()));
+  traits(t.dtype()).to_f32(t.raw(), keep.data(), t.numel());
+  return keep.data();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// linear
+
+// The most rows for which linear runs as GEMV. The GEMV kernels read the weights once for all
+// rows, at close to the bandwidth floor while T is small; oneDNN packs the weights per call and,
+// for bf16, rounds x (for f16 it has no kernel: weights are converted to f32 block by block).
+// Crossovers measured with bench_kernels (BM_LinearRows, K=768, N=2048) on a Zen 5 core:
+// bf16 8, f32 between 16 and 32, f16 beyond 32.
+int64_t gemv_max_rows(DType wt) {
+  switch (wt) {
+    case DType::F32: return 16;
+    case DType::F16: return 32;
+    default: return 8;
+  }
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
+            int64_t N) {
+  if (T <= gemv_max_rows(w.dtype()) && kernels_generic().gemv[size_t(w.dtype())])
+    linear_gemv(x, w, bias, y, T, K, N);
+  else
+    linear_gemm(x, w, bias, y, T, K, N);
+}
+
+void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                 int64_t K, int64_t N) {
+  GemvFn f = kernels().gemv[size_t(w.dtype())];
+  if (!f) f = kernels_generic().gemv[size_t(w.dtype())];
+  GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
+  if (T == 0 || N == 0) return;
+  std::vector<float> bias_keep;
+  const float* b = bias ? as_f32(*bias, bias_keep) : nullptr;
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const size_t ldx = ld_floats(x), ldy = ld_floats(y), ldw = w.stride(0);
+  // Each thread takes a contiguous range of output rows, cut at multiples of 16 so that no two
+  // threads write the same cache line of y.
+  const int nt = int(std::min<int64_t>(threads_for(N * K), (N + 15) / 16));
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t blocks = (N + 15) / 16;
+    const int64_t n0 = std::min(N, blocks * id / n * 16),
+                  n1 = std::min(N, blocks * (id + 1) / n * 16);
+    if (n0 < n1) f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Elementwise ops, parallel over rows.
+
+void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
+  const int64_t T = int64_t(ids.size()), K = table.size(1);
+  ToF32Fn conv = kernels().to_f32[size_t(table.dtype())];
+  if (!conv) conv = traits(table.dtype()).to_f32;
+  float* op = out.data<float>();
+  const size_t ld = ld_floats(out);
+  const int nt = threads_for(T * K);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t t = 0; t < T; ++t) conv(table.row(ids[size_t(t)]), op + size_t(t) * ld, K);
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+  const int64_t T = rows_of(x), K = x.size(-1);
+  std::vector<float> keep;
+  const float* wf = as_f32(w, keep);
+  const auto fn = kernels().rms_norm_row;
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const size_t ldx = ld_floats(x), ldy = ld_floats(y);
+  const int nt = threads_for(T * K);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t t = 0; t < T; ++t) fn(xp + size_t(t) * ldx, wf, K, eps, yp + size_t(t) * ldy);
+}
+
+// cos and sin in f32 of float(pos) * inv_freq, as the reference computes them (and PyTorch's
+// rotary embedding in float32); the kernel rotates every head of the row with them.
+void rope(Tensor& x, int64_t nheads, int64_t D, std::span<const int32_t> pos,
+          std::span<const float> inv_freq, RopeStyle style) {
+  const int64_t T = rows_of(x), half = D / 2;
+  const bool inter = style == RopeStyle::Interleaved;
+  const auto fn = kernels().rope_row;
+  float* xp = x.data<float>();
+  const size_t ld = ld_floats(x);
+  const int nt = threads_for(T * nheads * D);
+#pragma omp parallel num_threads(nt)
+  {
+    std::vector<float> cs(static_cast<size_t>(D)), sn(static_cast<size_t>(D));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = float(pos[size_t(t)]) * inv_freq[size_t(i)];
+        const float c = cosf(angle), s = sinf(angle);
+        if (inter) {  // the layout rope_row expects for adjacent pairs
+          cs[size_t(2 * i)] = cs[size_t(2 * i + 1)] = c;
+          sn[size_t(2 * i)] = -s;
+          sn[size_t(2 * i + 1)] = s;
+        } else {
+          cs[size_t(i)] = c;
+          sn[size_t(i)] = s;
+        }
+      }
+      fn(xp + size_t(t) * ld, nheads, D, cs.data(), sn.data(), inter);
+    }
+  }
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const int64_t T = rows_of(gate), K = gate.size(-1);
+  const auto fn = kernels().silu_mul_row;
+  const float *g = gate.data<float>(), *u = up.data<float>();
+  float* o = out.data<float>();
+  const size_t lg = ld_floats(gate), lu = ld_floats(up), lo = ld_floats(out);
+  const int nt = threads_for(T * K);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t t = 0; t < T; ++t) fn(g + size_t(t) * lg, u + size_t(t) * lu, o + size_t(t) * lo, K);
+}
+
+void add_inplace(Tensor& x, const Tensor& y) {
+  const int64_t T = rows_of(x), K = x.size(-1);
+  const auto fn = kernels().add_row;
+  float* a = x.data<float>();
+  const float* b = y.data<float>();
+  const size_t la = ld_floats(x), lb = ld_floats(y);
+  const int nt = threads_for(T * K);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t t = 0; t < T; ++t) fn(a + size_t(t) * la, b + size_t(t) * lb, K);
+}
+
+// ------------------------------------------------------------------------------------------
+// attention
+
+namespace {
+
+// Keys per split of a decode task: few enough splits that merging stays cheap.
+constexpr int64_t kMinKeysPerSplit = 512;
+
+AttentionTask base_task(const Tensor& q, const Tensor& k, const Tensor& v, int64_t D,
+                        int64_t q_pos0, float scale) {
+  AttentionTask a{};
+  a.q = q.data<float>();
+  a.ldq = ld_floats(q);
+  a.k = k.data<float>();
+  a.ldk = ld_floats(k);
+  a.v = v.data<float>();
+  a.ldv = ld_floats(v);
+  a.D = D;
+  a.q_pos0 = q_pos0;
+  a.scale = scale;
+  return a;
+}
+
+// Prefill: tasks of (head, tile of kAttnQueryBlock rows), heaviest (latest rows) first, handed
+// out dynamically since causal tiles differ in work.
+void attention_tiles(const AttentionTask& base, int64_t H, int64_t group, int64_t T, int64_t S,
+                     float* out, size_t ldo, const Kernels& kr) {
+  const int64_t tiles = (T + kAttnQueryBlock - 1) / kAttnQueryBlock, D = base.D;
+#pragma omp parallel num_threads(num_threads())
+  {
+    std::vector<float> scratch(attention_scratch_floats(D) + 16);
+    std::vector<float> ml(static_cast<size_t>(2 * kAttnQueryBlock));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < H * tiles; ++i) {
+      const int64_t tile = tiles - 1 - i / H, h = i % H;
+      AttentionTask a = base;
+      a.hk = h / group;
+      a.h0 = h;
+      a.h1 = h + 1;
+      a.t0 = tile * kAttnQueryBlock;
+      a.t1 = std::min(T, a.t0 + kAttnQueryBlock);
+      a.j0 = 0;
+      a.j1 = S;
+      a.acc = out + size_t(a.t0) * ldo + size_t(h * D);
+      a.acc_ldt = ldo;
+      a.acc_ldh = size_t(D);
+      a.normalize = true;
+      a.m = ml.data();
+      a.l = ml.data() + kAttnQueryBlock;
+      a.scratch = scratch.data();
+      kr.attention(a);
+    }
+  }
+}
+
+// Decode (few rows): tasks of (kv head, range of keys), each taking every query head of the
+// group and every row, so that a block of keys is read once per group. Key ranges are split
+// when there are fewer kv heads than threads; partial results then merge by their softmax
+// statistics.
+void attention_decode(const AttentionTask& base, int64_t Hkv, int64_t group, int64_t T, float* out,
+                      size_t ldo, const Kernels& kr) {
+  const int64_t D = base.D, nq = group * T, visible = base.q_pos0 + T;
+  const int nt = num_threads();
+  int64_t splits = std::min((2 * int64_t(nt) + Hkv - 1) / Hkv,
+                            (visible + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  splits = std::max<int64_t>(splits, 1);
+  // Split boundaries on whole key blocks.
+  const int64_t blocks = (visible + kAttnKeyBlock - 1) / kAttnKeyBlock;
+  splits = std::min(splits, blocks);
+  std::vector<float> part_m, part_l, part_acc;
+  if (splits > 1) {
+    part_m.resize(size_t(Hkv * splits * nq));
+    part_l.resize(size_t(Hkv * splits * nq));
+    part_acc.resize(size_t(Hkv * splits * nq * D));
+  }
+  const int team = int(std::min<int64_t>(nt, Hkv * splits));
+#pragma omp parallel num_threads(team)
+  {
+    std::vector<float> scratch(attention_scratch_floats(D) + 16);
+    std::vector<float> ml(static_cast<size_t>(2 * nq));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < Hkv * splits; ++i) {
+      const int64_t hk = i / splits, s = i % splits;
+      AttentionTask a = base;
+      a.hk = hk;
+      a.h0 = hk * group;
+      a.h1 = a.h0 + group;
+      a.t0 = 0;
+      a.t1 = T;
+      a.j0 = blocks * s / splits * kAttnKeyBlock;
+      a.j1 = std::min(visible, blocks * (s + 1) / splits * kAttnKeyBlock);
+      a.scratch = scratch.data();
+      if (splits == 1) {
+        a.acc = out + size_t(a.h0 * D);
+        a.acc_ldt = ldo;
+        a.acc_ldh = size_t(D);
+        a.normalize = true;
+        a.m = ml.data();
+        a.l = ml.data() + nq;
+      } else {
+        a.acc = part_acc.data() + size_t(i * nq * D);
+        a.acc_ldt = size_t(group * D);
+        a.acc_ldh = size_t(D);
+        a.normalize = false;
+        a.m = part_m.data() + size_t(i * nq);
+        a.l = part_l.data() + size_t(i * nq);
+      }
+      kr.attention(a);
+    }
+  }
+  if (splits == 1) return;
+  // out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s.
+  for (int64_t hk = 0; hk < Hkv; ++hk)
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      const int64_t t = qi / group, h = hk * group + qi % group;
+      float M = -FLT_MAX;
+      for (int64_t s = 0; s < splits; ++s)
+        M = std::max(M, part_m[size_t((hk * splits + s) * nq + qi)]);
+      float* o = out + size_t(t) * ldo + size_t(h * D);
+      std::fill(o, o + D, 0.0f);
+      double l = 0.0;
+      for (int64_t s = 0; s < splits; ++s) {
+        const size_t at = size_t((hk * splits + s) * nq + qi);
+        const float e = expf(part_m[at] - M);
+        if (e == 0.0f) continue;
+        l += double(part_l[at]) * e;
+        const float* acc = part_acc.data() + at * size_t(D);
+        for (int64_t d = 0; d < D; ++d) o[d] += acc[d] * e;
+      }
+      const float inv = l > 0 ? float(1.0 / l) : 0.0f;
+      for (int64_t d = 0; d < D; ++d) o[d] *= inv;
+    }
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
+               int64_t q_pos0, float scale, Tensor& out, int64_t T, int64_t S, int64_t D) {
+  if (T == 0) return;
+  const AttentionTask base = base_task(q, k, v, D, q_pos0, scale);
+  const auto& kr = kernels();
+  const int64_t group = nheads / nkv_heads;
+  if (T >= kAttnTileMinRows)
+    attention_tiles(base, nheads, group, T, S, out.data<float>(), ld_floats(out), kr);
+  else
+    attention_decode(base, nkv_heads, group, T, out.data<float>(), ld_floats(out), kr);
+}
+
+}  // namespace genperf::cpu

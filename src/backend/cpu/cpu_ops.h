@@ -1,0 +1,35 @@
+// The CPU backend's op drivers, called by ops::X after the arguments were checked (sizes are
+// passed along so they are not recomputed). Each driver splits the work over OpenMP threads
+// (genperf::num_threads()) and calls the kernels of the ISA level genperf::isa() selects.
+//
+// Shape legend: T tokens, K input features, N output features, D head dimension, S keys.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "genperf/llama_config.h"
+#include "genperf/tensor.h"
+
+namespace genperf::cpu {
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
+            int64_t N);
+void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
+void rope(Tensor& x, int64_t nheads, int64_t D, std::span<const int32_t> pos,
+          std::span<const float> inv_freq, RopeStyle style);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void add_inplace(Tensor& x, const Tensor& y);
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
+               int64_t q_pos0, float scale, Tensor& out, int64_t T, int64_t S, int64_t D);
+
+// The two halves of linear, exposed for benchmarks and tests that pin one path:
+// the bandwidth-bound GEMV kernels (any T, meant for few rows) and the oneDNN GEMM.
+void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                 int64_t K, int64_t N);
+void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                 int64_t K, int64_t N);
+// The most rows T for which linear uses the GEMV kernels, for weights of type `wt`.
+int64_t gemv_max_rows(DType wt);
+
+}  // namespace genperf::cpu

@@ -1,0 +1,163 @@
+// linear for many rows (prefill): y[T,N] = x[T,K] · w[N,K]^T (+ bias) on oneDNN's matmul.
+// The weight [N,K] buffer is described as a [K,N] matrix with strides (1, ldw): no copy.
+//   f32 weights:  f32 matmul.
+//   bf16 weights: x is rounded to bf16 (vectorized), bf16 x bf16 matmul into f32, where the CPU
+//                 has AVX512-BF16 and the ISA level is AVX-512.
+//   otherwise (f16, which oneDNN 2.6 runs only on AVX512-FP16 CPUs; bf16 elsewhere; any later
+//   format): blocks of weight rows are converted to f32 into a small buffer and multiplied
+//   with the f32 matmul, so memory stays O(K * block) whatever N is.
+// Primitives are created once per shape and strides and cached. oneDNN runs on OpenMP; its
+// thread count is set to genperf::num_threads() before each call.
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
+#include "genperf/error.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+// The engine; on first use oneDNN's own ISA is capped by GENPERF_ISA (as genperf's kernels are),
+// so that GENPERF_ISA=avx2 runs the whole engine as on an AVX2-only machine.
+dnnl::engine& engine() {
+  static dnnl::engine e = [] {
+    if (const char* s = std::getenv("GENPERF_ISA")) {
+      if (!std::strcmp(s, "avx2")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      if (!std::strcmp(s, "generic")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
+    }
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return e;
+}
+
+// Shape, strides (elements) and types of one matmul.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+
+// A matmul primitive for the key, or nothing when oneDNN has only its reference implementation
+// (orders of magnitude slower than converting to f32) for that combination.
+std::optional<dnnl::matmul> make_matmul(const Key& key) {
+  const auto [T, K, N, ldx, ldw, ldy, src_t, wei_t, has_bias] = key;
+  const dnnl::memory::desc src({T, K}, dt(src_t), dims{ldx, 1});
+  const dnnl::memory::desc wei({K, N}, dt(wei_t), dims{1, ldw});
+  const dnnl::memory::desc dst({T, N}, dt::f32, dims{ldy, 1});
+  const dnnl::memory::desc bias =
+      has_bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, bias, dst), engine());
+    if (std::strncmp(pd.impl_info_str(), "ref", 3) == 0) return std::nullopt;
+    return dnnl::matmul(pd);
+  } catch (const dnnl::error&) { return std::nullopt; }
+}
+
+std::optional<dnnl::matmul> cached_matmul(const Key& key) {
+  static std::mutex mu;
+  static std::map<Key, std::optional<dnnl::matmul>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();  // bounds memory when prompt lengths vary widely
+    it = cache.emplace(key, make_matmul(key)).first;
+  }
+  return it->second;
+}
+
+// y = x · w^T (+ bias) with a cached primitive; returns false when there is none for the types.
+bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, dt wt,
+                const float* bias, float* y, int64_t ldy, int64_t T, int64_t K, int64_t N) {
+  const auto prim = cached_matmul({T, K, N, ldx, ldw, ldy, int(xt), int(wt), bias != nullptr});
+  if (!prim) return false;
+  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+  auto& e = engine();
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory({{T, K}, xt, dims{ldx, 1}}, e, const_cast<void*>(x))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory({{K, N}, wt, dims{1, ldw}}, e, const_cast<void*>(w))},
+      {DNNL_ARG_DST, dnnl::memory({{T, N}, dt::f32, dims{ldy, 1}}, e, y)}};
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS,
+                 dnnl::memory({{1, N}, dt::f32, dims{N, 1}}, e, const_cast<float*>(bias)));
+  thread_local dnnl::stream stream(e);
+  prim->execute(stream, args);
+  stream.wait();
+  return true;
+}
+
+// Rows of weights converted to f32 per block: about 2 MiB of buffer, at least 64 rows.
+int64_t convert_block_rows(int64_t K, int64_t N) {
+  int64_t rows = (int64_t(2) << 20) / (4 * K);
+  rows = rows < 64 ? 64 : rows / 64 * 64;
+  return rows < N ? rows : N;
+}
+
+void matmul_converting(const float* x, int64_t ldx, const Tensor& w, const float* bias, float* y,
+                       int64_t ldy, int64_t T, int64_t K, int64_t N) {
+  const int64_t nb = convert_block_rows(K, N);
+  std::vector<float> wf(static_cast<size_t>(nb * K));
+  const auto& kr = kernels();
+  const ToF32Fn conv =
+      kr.to_f32[size_t(w.dtype())] ? kr.to_f32[size_t(w.dtype())] : traits(w.dtype()).to_f32;
+  const int nt = num_threads();
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t rows = nb < N - n0 ? nb : N - n0;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) conv(w.row(n0 + r), wf.data() + r * K, K);
+    const bool ok = run_matmul(x, ldx, dt::f32, wf.data(), K, dt::f32, bias ? bias + n0 : nullptr,
+                               y + n0, ldy, T, K, rows);
+    GP_CHECK(ok, "[linear] oneDNN has no f32 matmul for x f32[", T, ", ", K, "] and w f32[", rows,
+             ", ", K, "]");
+  }
+}
+
+}  // namespace
+
+void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                 int64_t K, int64_t N) {
+  if (T == 0 || N == 0) return;
+  const auto* xp = static_cast<const float*>(x.raw());
+  auto* yp = static_cast<float*>(y.raw());
+  const int64_t ldx = x.ndim() == 2 ? int64_t(x.stride(0) / 4) : K;
+  const int64_t ldy = y.ndim() == 2 ? int64_t(y.stride(0) / 4) : N;
+  std::vector<float> bias_f32;
+  const float* b = nullptr;
+  if (bias) {
+    if (bias->dtype() == DType::F32) {
+      b = bias->data<float>();
+    } else {
+      bias_f32.resize(size_t(N));
+      traits(bias->dtype()).to_f32(bias->raw(), bias_f32.data(), N);
+      b = bias_f32.data();
+    }
+  }
+  const DType wt = w.dtype();
+  const int64_t ldw_elems = int64_t(w.stride(0) / traits(wt).block_bytes);
+  engine();  // applies the ISA cap before any other oneDNN call
+  if (wt == DType::F32 &&
+      run_matmul(xp, ldx, dt::f32, w.raw(), ldw_elems, dt::f32, b, yp, ldy, T, K, N))
+    return;
+  if (wt == DType::BF16 && isa() == Isa::Avx512 && cpu_features().avx512_bf16) {
+    // Activations to bf16, rows in parallel; the product accumulates in f32.
+    std::vector<uint16_t> xb(static_cast<size_t>(T * K));
+    const auto to_bf16 = kernels().f32_to_bf16;
+    const int nt = T * K >= (1 << 16) ? num_threads() : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t t = 0; t < T; ++t) to_bf16(xp + t * ldx, xb.data() + t * K, K);
+    if (run_matmul(xb.data(), K, dt::bf16, w.raw(), ldw_elems, dt::bf16, b, yp, ldy, T, K, N))
+      return;
+  }
+  matmul_converting(xp, ldx, w, b, yp, ldy, T, K, N);
+}
+
+}  // namespace genperf::cpu

@@ -1,0 +1,83 @@
+// The per-ISA kernel table of the CPU backend. Each ISA level (generic, AVX2, AVX-512) fills one
+// Kernels struct in its own file, compiled with its own flags (kernels_generic.cpp,
+// kernels_avx2.cpp, kernels_avx512.cpp); kernels() returns the one genperf::isa() selects, so one
+// binary runs on any x86-64 machine. Kernels work on plain pointers, single-threaded; the drivers
+// in cpu_ops.cpp split the work over threads. Row strides (ld*) are in elements for f32 arrays
+// and in bytes for weights (whose rows may be blocks of a packed format).
+//
+// Shape legend: T rows (tokens), K input features, N output features, D head dimension,
+// S keys, Bq query rows of an attention tile.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "genperf/dtype.h"
+
+namespace genperf::cpu {
+
+// y[t, n] = dot(x[t, :K], w[n, :K]) (+ bias[n]) for t < T and n0 <= n < n1.
+// bias is null or f32 indexed by n. y points at row 0, column 0 of the output.
+using GemvFn = void (*)(const float* x, size_t ldx, int64_t T, const void* w, size_t ldw_bytes,
+                        int64_t K, int64_t n0, int64_t n1, const float* bias, float* y, size_t ldy);
+using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
+
+// One attention work item: query rows [t0, t1) of heads [h0, h1) (which share kv head hk) against
+// keys [j0, j1) of the cache. Row t sits at position q_pos0 + t and sees keys <= its position.
+// A task of one head and at least kAttnTileMinRows rows (at most kAttnQueryBlock) runs as a tile.
+struct AttentionTask {
+  const float* q;
+  size_t ldq;  // q[T, H*D]
+  const float* k;
+  size_t ldk;  // k[S, Hkv*D]
+  const float* v;
+  size_t ldv;  // v[S, Hkv*D]
+  int64_t D, q_pos0, hk, h0, h1, t0, t1, j0, j1;
+  float scale;
+  // Output of query (h, t): acc + (t - t0) * acc_ldt + (h - h0) * acc_ldh, D floats.
+  // normalize: acc = softmax-weighted sum of values (final). Otherwise acc is that sum scaled by
+  // l, and m[qi], l[qi] (qi = (t - t0) * (h1 - h0) + (h - h0)) are the softmax's max and sum of
+  // exp(s - m), for merging key ranges; a query that sees no key gets m = -FLT_MAX, l = 0.
+  float* acc;
+  size_t acc_ldt, acc_ldh;
+  bool normalize;
+  float* m;
+  float* l;        // per query; required by the row path even when normalizing
+  float* scratch;  // attention_scratch_floats(D) floats
+};
+// Keys per block of the online softmax, query rows per prefill tile, and the fewest rows for
+// which a tile pays for its transposes.
+constexpr int64_t kAttnKeyBlock = 64;
+constexpr int64_t kAttnQueryBlock = 32;
+constexpr int64_t kAttnTileMinRows = 8;
+// Floats of scratch one task with head dimension D needs.
+inline size_t attention_scratch_floats(int64_t D) {
+  return size_t((D + kAttnKeyBlock + 3) * kAttnQueryBlock + kAttnKeyBlock);
+}
+
+struct Kernels {
+  const char* name;
+  // GEMV by weight type; null where the level has no kernel for that type.
+  GemvFn gemv[size_t(DType::COUNT)];
+  // Row conversion to f32 by type (vectorized where it pays); null: use traits().to_f32.
+  ToF32Fn to_f32[size_t(DType::COUNT)];
+  // dst = bf16(src), round to nearest even (activations for the bf16 GEMM); f32 subnormals may
+  // become zero.
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  // y = x * (1 / sqrt(mean(x^2) + eps)) * w; y may alias x.
+  void (*rms_norm_row)(const float* x, const float* w, int64_t K, float eps, float* y);
+  // Rotates nheads heads of D in x with per-pair cos/sin (D/2 each); style as RopeStyle.
+  void (*rope_row)(float* x, int64_t nheads, int64_t D, const float* cos, const float* sin,
+                   bool interleaved);
+  void (*silu_mul_row)(const float* gate, const float* up, float* out, int64_t n);
+  void (*add_row)(float* x, const float* y, int64_t n);
+  // Unnormalized flash attention over one task (see AttentionTask).
+  void (*attention)(const AttentionTask& task);
+};
+
+const Kernels& kernels_generic();
+const Kernels& kernels_avx2();
+const Kernels& kernels_avx512();
+// The table of the level genperf::isa() currently selects.
+const Kernels& kernels();
+
+}  // namespace genperf::cpu

@@ -1,0 +1,118 @@
+// AVX2 + FMA + F16C kernels (8 lanes). The kernels are in kernels_impl.inc; this file supplies
+// the vector type. Compiled with -mavx2 -mfma -mf16c (CMakeLists.txt, by file name).
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/kernels.h"
+#include "genperf/dtype.h"
+
+namespace genperf::cpu::avx2 {
+namespace {
+
+struct V {
+  using R = __m256;
+  static constexpr int W = 8;
+  static constexpr int kGemvT = 2;      // 4 rows x 2 accumulators + 4 weights: fits 16 registers
+  static constexpr int kScoreKeys = 2;  // 2 keys x 4 query vectors
+  static __m256i lanes_below(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static R zero() { return _mm256_setzero_ps(); }
+  static R set1(float f) { return _mm256_set1_ps(f); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R r) { _mm256_storeu_ps(p, r); }
+  static R load_n(const float* p, int n) { return _mm256_maskload_ps(p, lanes_below(n)); }
+  static void store_n(float* p, R r, int n) { _mm256_maskstore_ps(p, lanes_below(n), r); }
+  static R bf16_to_ps(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  // 16-bit tails have no masked load in AVX2: copy the n values into a zeroed block.
+  static __m128i load8_u16_n(const uint16_t* p, int n) {
+    alignas(16) uint16_t b[8] = {};
+    memcpy(b, p, size_t(n) * 2);
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+  }
+  static R load_bf16(const uint16_t* p) {
+    return bf16_to_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static R load_bf16_n(const uint16_t* p, int n) { return bf16_to_ps(load8_u16_n(p, n)); }
+  static R load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static R load_f16_n(const uint16_t* p, int n) { return _mm256_cvtph_ps(load8_u16_n(p, n)); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static float hsum(R a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(R a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // exp: x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes expf's
+  // coefficients, ~1 ulp), times 2^n built in the exponent field. 0 below -87.3.
+  static R exp(R x) {
+    const R under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.0f));
+    const R n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    R p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+  }
+  static R swap_pairs(R a) { return _mm256_permute_ps(a, 0xB1); }
+};
+
+}  // namespace
+
+#include "backend/cpu/kernels_impl.inc"
+
+}  // namespace genperf::cpu::avx2
+
+namespace genperf::cpu {
+
+const Kernels& kernels_avx2() {
+  static const Kernels k = [] {
+    Kernels t{};
+    t.name = "avx2";
+    t.gemv[size_t(DType::F32)] = avx2::gemv<avx2::LoadF32>;
+    t.gemv[size_t(DType::BF16)] = avx2::gemv<avx2::LoadBF16>;
+    t.gemv[size_t(DType::F16)] = avx2::gemv<avx2::LoadF16>;
+    t.to_f32[size_t(DType::F32)] = avx2::to_f32_row<avx2::LoadF32>;
+    t.to_f32[size_t(DType::BF16)] = avx2::to_f32_row<avx2::LoadBF16>;
+    t.to_f32[size_t(DType::F16)] = avx2::to_f32_row<avx2::LoadF16>;
+    t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
+    t.rms_norm_row = avx2::rms_norm_row;
+    t.rope_row = avx2::rope_row;
+    t.silu_mul_row = avx2::silu_mul_row;
+    t.add_row = avx2::add_row;
+    t.attention = avx2::attention;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace genperf::cpu

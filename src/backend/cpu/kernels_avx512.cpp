@@ -1,0 +1,146 @@
+// AVX-512 kernels (16 lanes; F, BW, VL, DQ). The kernels are in kernels_impl.inc; this file
+// supplies the vector type. Compiled with the AVX-512 flags including BF16 and VNNI
+// (CMakeLists.txt, by file name), but BF16 instructions run only where cpuid reports them.
+// GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wall then
+// reports as "used uninitialized" (GCC bug 105593); the values are fully overwritten.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/kernels.h"
+#include "genperf/dtype.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cpu::avx512 {
+namespace {
+
+struct V {
+  using R = __m512;
+  static constexpr int W = 16;
+  static constexpr int kGemvT = 4;      // 4 rows x 4 accumulators + 4 weights of 32 registers
+  static constexpr int kScoreKeys = 8;  // 8 keys x 2 query vectors
+  static __mmask16 lanes_below(int n) { return __mmask16((1u << n) - 1u); }
+  static R zero() { return _mm512_setzero_ps(); }
+  static R set1(float f) { return _mm512_set1_ps(f); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R r) { _mm512_storeu_ps(p, r); }
+  static R load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes_below(n), p); }
+  static void store_n(float* p, R r, int n) { _mm512_mask_storeu_ps(p, lanes_below(n), r); }
+  // bf16 -> f32 is a 16-bit left shift: exact and cheaper than the memory it waits for.
+  static R bf16_to_ps(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static R load_bf16(const uint16_t* p) {
+    return bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static R load_bf16_n(const uint16_t* p, int n) {
+    return bf16_to_ps(_mm256_maskz_loadu_epi16(lanes_below(n), p));
+  }
+  static R load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static R load_f16_n(const uint16_t* p, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes_below(n), p));
+  }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static float hsum(R a) { return _mm512_reduce_add_ps(a); }
+  static float hmax(R a) { return _mm512_reduce_max_ps(a); }
+  // exp as in kernels_avx2.cpp: n ln2 + r, Cephes expf's polynomial, 2^n in the exponent field.
+  static R exp(R x) {
+    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.0f));
+    const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    R p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(__mmask16(~under), p, _mm512_castsi512_ps(e));
+  }
+  static R swap_pairs(R a) { return _mm512_permute_ps(a, 0xB1); }
+};
+
+}  // namespace
+
+#include "backend/cpu/kernels_impl.inc"
+
+namespace {
+
+// f32 -> bf16 with the AVX512-BF16 instruction: round to nearest even, NaN stays NaN, and f32
+// subnormals read as zero (harmless for activations).
+void f32_to_bf16_native(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<const __m256i&>(b));
+  }
+  if (i < n) {
+    const __mmask16 m = V::lanes_below(int(n - i));
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, reinterpret_cast<const __m256i&>(b));
+  }
+}
+
+// The same rounding in AVX-512F integer arithmetic, for CPUs without AVX512-BF16.
+void f32_to_bf16_emulated(const float* src, uint16_t* dst, int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, odd)), 16);
+    const __mmask16 nan =
+        _mm512_cmp_ps_mask(_mm512_castsi512_ps(u), _mm512_castsi512_ps(u), _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan,
+                              _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+  f32_to_bf16_scalar(src + i, dst + i, n - i);
+}
+
+}  // namespace
+}  // namespace genperf::cpu::avx512
+
+namespace genperf::cpu {
+
+const Kernels& kernels_avx512() {
+  static const Kernels k = [] {
+    Kernels t{};
+    t.name = "avx512";
+    t.gemv[size_t(DType::F32)] = avx512::gemv<avx512::LoadF32>;
+    t.gemv[size_t(DType::BF16)] = avx512::gemv<avx512::LoadBF16>;
+    t.gemv[size_t(DType::F16)] = avx512::gemv<avx512::LoadF16>;
+    t.to_f32[size_t(DType::F32)] = avx512::to_f32_row<avx512::LoadF32>;
+    t.to_f32[size_t(DType::BF16)] = avx512::to_f32_row<avx512::LoadBF16>;
+    t.to_f32[size_t(DType::F16)] = avx512::to_f32_row<avx512::LoadF16>;
+    t.f32_to_bf16 =
+        cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
+    t.rms_norm_row = avx512::rms_norm_row;
+    t.rope_row = avx512::rope_row;
+    t.silu_mul_row = avx512::silu_mul_row;
+    t.add_row = avx512::add_row;
+    t.attention = avx512::attention;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace genperf::cpu

@@ -1,0 +1,154 @@
+// Generic kernels: portable scalar code for any x86-64 (and the baseline the SIMD levels are
+// checked against). The kernels themselves are in kernels_impl.inc.
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/kernels.h"
+#include "genperf/dtype.h"
+
+namespace genperf::cpu::generic {
+namespace {
+
+// Eight lanes of plain floats: portable code that compilers map to SSE2, and partial sums in
+// lanes as the SIMD levels keep them, so that all levels round alike (within 1e-6).
+struct V {
+  struct R {
+    float v[8];
+  };
+  static constexpr int W = 8;
+  static constexpr int kGemvT = 2;
+  static constexpr int kScoreKeys = 1;
+  template <class F>
+  static R map(F f) {
+    R r;
+    for (int i = 0; i < W; ++i) r.v[i] = f(i);
+    return r;
+  }
+  static R zero() { return set1(0.0f); }
+  static R set1(float f) {
+    return map([&](int) { return f; });
+  }
+  static R load(const float* p) {
+    return map([&](int i) { return p[i]; });
+  }
+  static void store(float* p, R r) {
+    for (int i = 0; i < W; ++i) p[i] = r.v[i];
+  }
+  static R load_n(const float* p, int n) {
+    return map([&](int i) { return i < n ? p[i] : 0.0f; });
+  }
+  static void store_n(float* p, R r, int n) {
+    for (int i = 0; i < n; ++i) p[i] = r.v[i];
+  }
+  static float bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  static float bf16(uint16_t h) { return bits(uint32_t(h) << 16); }
+  // f16 -> f32 without branches for finite values: the bits shifted into place read as a float
+  // 2^112 too small (exponent bias 127 vs 15), subnormals included; multiplying fixes it exactly.
+  static float f16(uint16_t h) {
+    const uint32_t em = h & 0x7fffu, sign = uint32_t(h & 0x8000u) << 16;
+    const float mag = em >= 0x7c00u ? bits(0x7f800000u | (em & 0x3ffu) << 13)  // inf, NaN
+                                    : bits(em << 13) * 0x1p112f;
+    uint32_t u;
+    memcpy(&u, &mag, 4);
+    return bits(u | sign);
+  }
+  static R load_bf16(const uint16_t* p) { return map([&](int i) { return bf16(p[i]); }); }
+  static R load_bf16_n(const uint16_t* p, int n) {
+    return map([&](int i) { return i < n ? bf16(p[i]) : 0.0f; });
+  }
+  static R load_f16(const uint16_t* p) { return map([&](int i) { return f16(p[i]); }); }
+  static R load_f16_n(const uint16_t* p, int n) {
+    return map([&](int i) { return i < n ? f16(p[i]) : 0.0f; });
+  }
+  static R fma(R a, R b, R c) {
+    return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
+  }
+  static R mul(R a, R b) {
+    return map([&](int i) { return a.v[i] * b.v[i]; });
+  }
+  static R add(R a, R b) {
+    return map([&](int i) { return a.v[i] + b.v[i]; });
+  }
+  static R sub(R a, R b) {
+    return map([&](int i) { return a.v[i] - b.v[i]; });
+  }
+  static R div(R a, R b) {
+    return map([&](int i) { return a.v[i] / b.v[i]; });
+  }
+  static R max(R a, R b) {
+    return map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; });
+  }
+  // Pairwise, as the SIMD levels reduce.
+  static float hsum(R a) {
+    return ((a.v[0] + a.v[4]) + (a.v[2] + a.v[6])) + ((a.v[1] + a.v[5]) + (a.v[3] + a.v[7]));
+  }
+  static float hmax(R a) {
+    float m = a.v[0];
+    for (int i = 1; i < W; ++i) m = a.v[i] > m ? a.v[i] : m;
+    return m;
+  }
+  // The SIMD levels' exp (kernels_avx2.cpp) lane by lane, so that all levels agree closely.
+  static float exp1(float x) {
+    if (!(x >= -87.33654f)) return x != x ? x : 0.0f;
+    x = x < 88.0f ? x : 88.0f;
+    const float n = nearbyintf(x * 1.44269504088896341f);
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + (r + 1.0f);
+    const uint32_t e = uint32_t(int32_t(n) + 127) << 23;
+    float scale;
+    memcpy(&scale, &e, 4);
+    return p * scale;
+  }
+  static R exp(R a) {
+    return map([&](int i) { return exp1(a.v[i]); });
+  }
+  static R swap_pairs(R a) {
+    return map([&](int i) { return a.v[i ^ 1]; });
+  }
+};
+
+}  // namespace
+
+#include "backend/cpu/kernels_impl.inc"
+
+}  // namespace genperf::cpu::generic
+
+namespace genperf::cpu {
+
+const Kernels& kernels_generic() {
+  static const Kernels k = [] {
+    Kernels t{};
+    t.name = "generic";
+    t.gemv[size_t(DType::F32)] = generic::gemv<generic::LoadF32>;
+    t.gemv[size_t(DType::BF16)] = generic::gemv<generic::LoadBF16>;
+    t.gemv[size_t(DType::F16)] = generic::gemv<generic::LoadF16>;
+    t.to_f32[size_t(DType::F32)] = generic::to_f32_row<generic::LoadF32>;
+    t.to_f32[size_t(DType::BF16)] = generic::to_f32_row<generic::LoadBF16>;
+    t.to_f32[size_t(DType::F16)] = generic::to_f32_row<generic::LoadF16>;
+    t.f32_to_bf16 = generic::f32_to_bf16_scalar;
+    t.rms_norm_row = generic::rms_norm_row;
+    t.rope_row = generic::rope_row;
+    t.silu_mul_row = generic::silu_mul_row;
+    t.add_row = generic::add_row;
+    t.attention = generic::attention;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace genperf::cpu

@@ -1,0 +1,182 @@
+// The ops::X entry points: check the arguments (the same checks ops::ref::X makes), then hand the
+// work to the CPU backend (src/backend/cpu/), which picks a kernel by weight type and ISA.
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "genperf/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
+
+namespace genperf::ops {
+namespace detail {
+namespace {
+
+// Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous.
+void check_act(const char* op, const char* name, const Tensor& t) {
+  GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
+  GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
+           device_name(t.device()), "; this op runs on the CPU");
+  GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
+           ": expected a 1-D or 2-D tensor");
+  GP_CHECK(t.dtype() == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
+  GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == 4, "[", op, "] ", name, " ", t.describe(),
+           ": innermost dimension must be contiguous");
+}
+
+// A float-typed vector (norm weight, bias) of n elements, contiguous.
+void check_vec(const char* op, const char* name, const Tensor& t, int64_t n) {
+  GP_CHECK(t.defined() && t.device() == Device::CPU, "[", op, "] ", name,
+           " must be a defined CPU tensor");
+  GP_CHECK(t.ndim() == 1 && t.size(0) == n, "[", op, "] ", name, " ", t.describe(), ": expected ",
+           n, " elements");
+  GP_CHECK(traits(t.dtype()).is_float, "[", op, "] ", name, " ", t.describe(),
+           ": expected a float type");
+  GP_CHECK(t.is_contiguous(), "[", op, "] ", name, " ", t.describe(), " must be contiguous");
+}
+
+void check_same_shape(const char* op, const char* an, const Tensor& a, const char* bn,
+                      const Tensor& b) {
+  GP_CHECK(a.shape() == b.shape(), "[", op, "] ", an, " ", a.describe(), " and ", bn, " ",
+           b.describe(), ": shapes differ");
+}
+
+// Weights or tables: 2-D in any type with a to_f32 row conversion, rows contiguous.
+void check_matrix(const char* op, const char* name, const Tensor& t) {
+  GP_CHECK(t.defined() && t.device() == Device::CPU, "[", op, "] ", name,
+           " must be a defined CPU tensor");
+  GP_CHECK(t.ndim() == 2, "[", op, "] ", name, " ", t.describe(), ": expected a 2-D tensor");
+  const auto& tr = traits(t.dtype());
+  GP_CHECK(t.dtype() != DType::I32, "[", op, "] ", name, " ", t.describe(),
+           ": integer weights are not supported");
+  GP_CHECK(tr.block_size > 1 || t.size(1) <= 1 || t.stride(1) == tr.block_bytes, "[", op, "] ",
+           name, " ", t.describe(), ": rows must be contiguous");
+  GP_CHECK(t.size(1) % tr.block_size == 0, "[", op, "] ", name, " ", t.describe(),
+           ": row length is not a multiple of the block size ", tr.block_size);
+}
+
+}  // namespace
+
+LinearDims check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
+  check_act("linear", "x", x);
+  check_matrix("linear", "w", w);
+  check_act("linear", "y", y);
+  GP_CHECK(x.size(-1) == w.size(1), "[linear] x ", x.describe(), " and w ", w.describe(),
+           ": inner dimensions differ");
+  const int64_t T = rows_of(x), K = w.size(1), N = w.size(0);
+  GP_CHECK(rows_of(y) == T && y.size(-1) == N && y.ndim() == x.ndim(), "[linear] y ", y.describe(),
+           ": expected [", T, ", ", N, "] for x ", x.describe(), " and w ", w.describe());
+  if (bias) check_vec("linear", "bias", *bias, N);
+  return {T, K, N};
+}
+
+void check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
+  check_matrix("embedding", "table", table);
+  check_act("embedding", "out", out);
+  const int64_t V = table.size(0), K = table.size(1);
+  GP_CHECK(rows_of(out) == int64_t(ids.size()) && out.size(-1) == K, "[embedding] out ",
+           out.describe(), ": expected [", ids.size(), ", ", K, "] for table ", table.describe());
+  for (size_t t = 0; t < ids.size(); ++t)
+    GP_CHECK(ids[t] >= 0 && ids[t] < V, "[embedding] id ", ids[t], " at position ", t,
+             " is outside the table's ", V, " rows");
+}
+
+void check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& y) {
+  check_act("rms_norm", "x", x);
+  check_act("rms_norm", "y", y);
+  check_same_shape("rms_norm", "x", x, "y", y);
+  check_vec("rms_norm", "w", w, x.size(-1));
+}
+
+int64_t check_rope(const Tensor& x, int64_t nheads, std::span<const int32_t> pos,
+                   std::span<const float> inv_freq) {
+  check_act("rope", "x", x);
+  const int64_t D = 2 * int64_t(inv_freq.size());
+  GP_CHECK(nheads > 0 && D > 0 && x.size(-1) == nheads * D, "[rope] x ", x.describe(),
+           ": expected ", nheads, " heads of ", D, " (2 x ", inv_freq.size(),
+           " frequencies) per row");
+  GP_CHECK(int64_t(pos.size()) == rows_of(x), "[rope] ", pos.size(), " positions for x ",
+           x.describe());
+  return D;
+}
+
+void check_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  check_act("silu_mul", "gate", gate);
+  check_act("silu_mul", "up", up);
+  check_act("silu_mul", "out", out);
+  check_same_shape("silu_mul", "gate", gate, "up", up);
+  check_same_shape("silu_mul", "gate", gate, "out", out);
+}
+
+void check_add(const Tensor& x, const Tensor& y) {
+  check_act("add_inplace", "x", x);
+  check_act("add_inplace", "y", y);
+  check_same_shape("add_inplace", "x", x, "y", y);
+}
+
+AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
+                              int64_t nkv_heads, int64_t q_pos0, const Tensor& out) {
+  check_act("attention", "q", q);
+  check_act("attention", "k", k);
+  check_act("attention", "v", v);
+  check_act("attention", "out", out);
+  GP_CHECK(nheads > 0 && nkv_heads > 0 && nheads % nkv_heads == 0, "[attention] ", nheads,
+           " query heads is not a multiple of ", nkv_heads, " key/value heads");
+  GP_CHECK(q.size(-1) % nheads == 0, "[attention] q ", q.describe(),
+           ": row length is not a multiple of ", nheads, " heads");
+  const int64_t D = q.size(-1) / nheads, T = rows_of(q), S = rows_of(k);
+  GP_CHECK(k.size(-1) == nkv_heads * D, "[attention] k ", k.describe(), ": expected rows of ",
+           nkv_heads, " x ", D, " for q ", q.describe(), " with ", nheads, " heads");
+  check_same_shape("attention", "k", k, "v", v);
+  check_same_shape("attention", "q", q, "out", out);
+  GP_CHECK(q_pos0 >= 0 && q_pos0 + T <= S, "[attention] queries at positions ", q_pos0, "..",
+           q_pos0 + T - 1, " need keys up to ", q_pos0 + T, ", cache k ", k.describe(), " has ", S);
+  return {T, S, D};
+}
+
+}  // namespace detail
+
+void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  const auto d = detail::check_linear(x, w, bias, y);
+  cpu::linear(x, w, bias, y, d.T, d.K, d.N);
+}
+
+void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
+  detail::check_embedding(table, ids, out);
+  cpu::embedding(table, ids, out);
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+  detail::check_rms_norm(x, w, y);
+  cpu::rms_norm(x, w, eps, y);
+}
+
+void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
+          RopeStyle style) {
+  const int64_t D = detail::check_rope(x, nheads, pos, inv_freq);
+  cpu::rope(x, nheads, D, pos, inv_freq, style);
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  detail::check_silu_mul(gate, up, out);
+  cpu::silu_mul(gate, up, out);
+}
+
+void add_inplace(Tensor& x, const Tensor& y) {
+  detail::check_add(x, y);
+  cpu::add_inplace(x, y);
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
+               int64_t q_pos0, float scale, Tensor& out) {
+  const auto d = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
+  cpu::attention(q, k, v, nheads, nkv_heads, q_pos0, scale, out, d.T, d.S, d.D);
+}
+
+// Each query row t attends to q_pos0 + t + 1 keys: 2·D FLOPs for the score and 2·D for the
+// weighted sum of values, per key and head.
+double attention_flops(int64_t T, int64_t nheads, int64_t D, int64_t q_pos0) {
+  const double keys = double(T) * double(q_pos0) + double(T) * double(T + 1) / 2.0;
+  return 4.0 * double(nheads) * double(D) * keys;
+}
+
+}  // namespace genperf::ops
