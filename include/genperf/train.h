@@ -1,0 +1,220 @@
+// Training Llama-family models on the CPU, in f32: a trainable model whose master parameters and
+// gradients live in one contiguous buffer each (named views with Hugging Face names), AdamW with
+// decoupled weight decay, warm-up plus cosine learning-rate schedule, gradient clipping by global
+// norm, gradient accumulation over micro-batches, and a step benchmark.
+//
+// Attention runs naive (scores materialized, memory quadratic in T) or flash (tiled online
+// softmax, backward recomputes from the saved log-sum-exp, memory linear in T). Gradient
+// checkpointing keeps only each layer's input and recomputes the layer in backward.
+// Results are deterministic for a fixed thread count (genperf::num_threads()).
+//
+// Shape legend: B sequences per micro-batch, T tokens per sequence, V vocabulary, d hidden size.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "genperf/bench.h"
+#include "genperf/checkpoint.h"
+#include "genperf/json.h"
+#include "genperf/llama_config.h"
+#include "genperf/tensor.h"
+
+namespace genperf {
+
+enum class AttentionMode : uint8_t { Naive = 0, Flash = 1 };
+const char* attention_mode_name(AttentionMode m);
+// "naive" or "flash"; throws genperf::Error otherwise.
+AttentionMode parse_attention_mode(std::string_view s);
+
+struct TrainOptions {
+  AttentionMode attention = AttentionMode::Flash;
+  bool checkpoint_layers = false;  // recompute each layer's forward in backward
+};
+
+// One parameter tensor inside the flat buffers (offset and numel in floats).
+struct ParamInfo {
+  std::string name;  // e.g. model.layers.0.self_attn.q_proj.weight
+  std::vector<int64_t> shape;
+  size_t offset = 0, numel = 0;
+  bool decay = false;  // weight decay applies: matrices yes, norm weights and biases no
+};
+
+// Bytes held between forward and backward, by component, for one micro-batch shape.
+struct ActivationMemory {
+  size_t residual = 0;          // layer inputs [L+1, B*T, d] and mid-layer residuals
+  size_t norms = 0;             // RMSNorm outputs and 1/rms per row
+  size_t qkv = 0;               // rotated q|k|v rows
+  size_t attention = 0;         // attention outputs
+  size_t attention_scores = 0;  // naive: probabilities [B, H, T, T]; flash: lse [B, H, T]
+  size_t mlp = 0;               // gate|up pre-activations and silu(gate)*up
+  size_t logits = 0;            // [B*T, V] (their gradient reuses them) and lse per row
+  size_t backward = 0;          // gradient scratch of one layer
+  size_t attention_backward = 0;  // naive: per-thread [T, T] scratch; GQA: per-head dk/dv
+  size_t total() const;
+  Json to_json() const;
+};
+
+// A Llama-family model for training. The random initialization draws matrices from N(0, 0.02^2),
+// scales the residual projections (o_proj, down_proj) by 1/sqrt(2 L), sets norm weights to 1 and
+// biases to 0; each chunk of 65536 elements of a tensor draws from a generator seeded by
+// (seed, tensor, chunk), so the weights are the same for any thread count.
+class TrainModel {
+ public:
+  TrainModel(const LlamaConfig& c, uint64_t seed, TrainOptions o = {},
+             RopeStyle rope = RopeStyle::Neox);
+  // Copies a checkpoint's weights (any float type) to f32; shapes are checked.
+  explicit TrainModel(const Checkpoint& ck, TrainOptions o = {});
+  ~TrainModel();
+  TrainModel(TrainModel&&) noexcept;
+  TrainModel& operator=(TrainModel&&) noexcept;
+
+  const LlamaConfig& config() const;
+  RopeStyle rope_style() const;
+  const TrainOptions& options() const;
+  void set_options(TrainOptions o);  // forgets saved activations
+
+  // Flat buffers and their named views (views share the buffers).
+  size_t num_params() const;
+  std::span<float> params();
+  std::span<const float> params() const;
+  std::span<float> grads();
+  std::span<const float> grads() const;
+  const std::vector<ParamInfo>& param_info() const;
+  Tensor param(const std::string& name) const;  // throws when absent
+  Tensor grad(const std::string& name) const;
+
+  // tokens and targets are [B, T] row-major; target -1 excludes a position from the loss (e.g.
+  // prompt tokens). Returns the mean cross-entropy over scored positions (0 when none is) and
+  // saves the activations backward needs.
+  float forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                int64_t T);
+  // Logits [B*T, V] of the last forward, copied; only valid before backward.
+  Tensor logits() const;
+  // grads += d(loss_scale * loss)/d params for the last forward. With micro-batches, pass
+  // 1 / count so the accumulated gradient is that of the mean of their losses.
+  void backward(float loss_scale = 1.0f);
+  void zero_grad();
+
+  ActivationMemory activation_memory() const;  // of the last forward's shape
+  static ActivationMemory activation_memory(const LlamaConfig& c, const TrainOptions& o,
+                                            int64_t B, int64_t T);
+
+  // Copies of the weights in `dtype` under Hugging Face names (no lm_head when tied), ready for
+  // save_hf_checkpoint; and as a Checkpoint that LlamaModel accepts. q/k rows stay in the
+  // model's rotary pairing: a model loaded from GGUF (Interleaved) is not in HF's Neox order.
+  std::map<std::string, Tensor> tensors(DType dtype = DType::F32) const;
+  Checkpoint to_checkpoint(DType dtype = DType::F32) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ------------------------------------------------------------------------------------------
+// Optimization
+
+// A range of the flat buffer and whether weight decay applies to it.
+struct ParamSegment {
+  size_t offset = 0, count = 0;
+  bool decay = true;
+};
+// Segments of a model's parameters (from ParamInfo::decay).
+std::vector<ParamSegment> param_segments(const TrainModel& m);
+
+struct AdamWOptions {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+// AdamW as in PyTorch: p <- p (1 - lr wd) - lr m_hat / (sqrt(v_hat) + eps), with bias-corrected
+// moments m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t); wd only on decaying segments.
+class AdamW {
+ public:
+  AdamW(size_t num_params, AdamWOptions o = {});
+  void step(std::span<float> params, std::span<const float> grads,
+            std::span<const ParamSegment> segments, float lr);
+  int64_t step_count() const { return t_; }
+  const AdamWOptions& options() const { return o_; }
+  // State, for checkpoints: moments and step count.
+  std::span<float> first_moment() { return m_; }
+  std::span<float> second_moment() { return v_; }
+  void set_step_count(int64_t t) { t_ = t; }
+  size_t state_bytes() const { return (m_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  AdamWOptions o_;
+  std::vector<float> m_, v_;
+  int64_t t_ = 0;
+};
+
+// Linear warm-up from max_lr / warmup_steps to max_lr over steps 0 .. warmup_steps - 1, then
+// cosine decay to min_lr at total_steps, min_lr after.
+struct LrSchedule {
+  float max_lr = 3e-4f, min_lr = 3e-5f;
+  int64_t warmup_steps = 0, total_steps = 1;
+  float at(int64_t step) const;  // step counts from 0
+};
+
+// Global L2 norm of a gradient buffer, summed in double over fixed chunks in a fixed order (the
+// same bits for any thread count).
+double grad_norm(std::span<const float> grads);
+// Scales grads by max_norm / (norm + 1e-6) when the norm exceeds max_norm (as PyTorch's
+// clip_grad_norm_); returns the norm before clipping. max_norm <= 0 only measures.
+double clip_grad_norm(std::span<float> grads, double max_norm);
+
+// One micro-batch: tokens and targets [B, T].
+struct MicroBatch {
+  std::span<const int32_t> tokens, targets;
+  int64_t B = 0, T = 0;
+};
+struct StepResult {
+  double loss = 0;       // mean of the micro-batches' losses
+  double grad_norm = 0;  // before clipping
+  float lr = 0;
+};
+// One optimizer step with gradient accumulation: zero the gradients, forward and backward each
+// micro-batch (scaled by 1 / count), clip to max_grad_norm (<= 0: no clipping), AdamW at lr.
+StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> micro, float lr,
+                      double max_grad_norm);
+
+// FLOPs of one training step on B x T tokens: 6 per matmul parameter per token (forward and
+// both backward products) plus three times the causal attention forward (4 H D per visible key).
+double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T);
+
+// ------------------------------------------------------------------------------------------
+// Benchmark
+
+struct TrainBenchOptions {
+  int64_t batch = 1, seq = 512;
+  TrainOptions train;
+  int warmup = 1, reps = 3;
+  uint64_t seed = 1;  // weights and tokens
+};
+
+struct TrainMemory {
+  size_t weights = 0, grads = 0, optimizer = 0;
+  ActivationMemory activations;
+  size_t total() const { return weights + grads + optimizer + activations.total(); }
+};
+
+struct TrainBenchResult {
+  int64_t batch = 0, seq = 0;
+  TrainOptions train;
+  Stats step_seconds;  // one optimizer step: zero grads, forward, backward, clip, AdamW
+  double tokens_per_s = 0;  // at the median
+  double flops_per_step = 0, gflops = 0;  // train_step_flops; achieved at the median
+  TrainMemory memory;
+  size_t peak_rss = 0;  // of the process, after the run
+  Json to_json() const;
+};
+
+// Times full training steps (train_step with one micro-batch, clipping at 1.0) of a randomly
+// initialized model of config c on random tokens. MFU is gflops over a measured GEMM peak.
+TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o);
+
+}  // namespace genperf

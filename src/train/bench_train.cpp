@@ -1,0 +1,53 @@
+// bench_train_step: full optimizer steps of a random model on random tokens, timed with the
+// measurement harness (warm-up, repetitions, median/min/max), with the memory accounting.
+#include "genperf/error.h"
+#include "genperf/rng.h"
+#include "genperf/train.h"
+
+namespace genperf {
+
+Json TrainBenchResult::to_json() const {
+  return Json::Object{
+      {"batch", batch},
+      {"seq", seq},
+      {"attention", attention_mode_name(train.attention)},
+      {"checkpoint_layers", train.checkpoint_layers},
+      {"step_seconds", step_seconds.to_json()},
+      {"tokens_per_s", tokens_per_s},
+      {"flops_per_step", flops_per_step},
+      {"gflops", gflops},
+      {"memory", Json::Object{{"weights", int64_t(memory.weights)},
+                              {"grads", int64_t(memory.grads)},
+                              {"optimizer", int64_t(memory.optimizer)},
+                              {"activations", memory.activations.to_json()},
+                              {"total", int64_t(memory.total())}}},
+      {"peak_rss", int64_t(peak_rss)}};
+}
+
+TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o) {
+  GP_CHECK(o.batch > 0 && o.seq > 0, "[bench train] batch and sequence length must be positive, got ",
+           o.batch, " x ", o.seq);
+  TrainModel m(c, o.seed, o.train);
+  AdamW opt(m.num_params());
+  Rng rng(o.seed + 1);
+  const int64_t n = o.batch * o.seq;
+  std::vector<int32_t> tokens(size_t(n + 1));
+  for (auto& t : tokens) t = int32_t(rng.next() % uint64_t(c.vocab_size));
+  const MicroBatch mb{std::span(tokens).first(size_t(n)), std::span(tokens).subspan(1), o.batch, o.seq};
+  const float lr = 1e-4f;
+  TrainBenchResult r;
+  r.batch = o.batch;
+  r.seq = o.seq;
+  r.train = o.train;
+  r.step_seconds = measure([&] { train_step(m, opt, {&mb, 1}, lr, 1.0); }, o.warmup, o.reps);
+  r.tokens_per_s = double(n) / r.step_seconds.median;
+  r.flops_per_step = train_step_flops(c, o.batch, o.seq);
+  r.gflops = r.flops_per_step / r.step_seconds.median * 1e-9;
+  r.memory.weights = r.memory.grads = m.num_params() * sizeof(float);
+  r.memory.optimizer = opt.state_bytes();
+  r.memory.activations = m.activation_memory();
+  r.peak_rss = peak_rss_bytes();
+  return r;
+}
+
+}  // namespace genperf

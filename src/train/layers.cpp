@@ -1,0 +1,350 @@
+// Forward and backward of the non-attention layers (layers.h). Rows are split over OpenMP threads
+// with static schedules; sums that cross rows (norm weight and bias gradients) go through
+// per-thread partials added in thread order, so results depend only on the thread count.
+#include "train/layers.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "genperf/error.h"
+#include "genperf/runtime.h"
+#include "train/vec.h"
+
+namespace genperf::train {
+namespace {
+
+// Elements below which a loop stays on the calling thread (a parallel region costs more).
+constexpr int64_t kParallelElems = int64_t(1) << 14;
+int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
+
+// Per-thread partial sums of C values, reduced in thread order into out (+=).
+template <typename F>
+void reduce_partials(const std::vector<double>& part, int nt, int64_t C, F* out) {
+  for (int t = 0; t < nt; ++t)
+    for (int64_t c = 0; c < C; ++c) out[c] += F(part[size_t(t * C + c)]);
+}
+
+// row-major C[M,N] = alpha·op(A)·op(B) + beta·C with oneDNN's sgemm; trans 'N' or 'T'.
+void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const char* what) {
+  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+  const dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  GP_CHECK(st == dnnl_success, "[", what, "] oneDNN sgemm failed (status ", int(st), ") for M ", M,
+           ", N ", N, ", K ", K);
+}
+
+// The scalar equivalent for the double (gradient-check) path.
+template <typename F>
+void gemm_ref(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda,
+              const F* B, int64_t ldb, F beta, F* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      F s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const F a = ta == 'N' ? A[i * lda + k] : A[k * lda + i];
+        const F b = tb == 'N' ? B[k * ldb + j] : B[j * ldb + k];
+        s += a * b;
+      }
+      C[i * ldc + j] = (beta == F(0) ? F(0) : beta * C[i * ldc + j]) + s;
+    }
+}
+
+template <typename F>
+void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, const F* B,
+          int64_t ldb, F beta, F* C, int64_t ldc, const char* what) {
+  if constexpr (std::is_same_v<F, float>)
+    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, what);
+  else
+    gemm_ref(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// embedding
+
+template <typename F>
+void embedding_forward(F* out, const int32_t* tokens, const F* wte, int64_t N, int64_t C, int64_t V) {
+  for (int64_t n = 0; n < N; ++n)
+    GP_CHECK(tokens[n] >= 0 && tokens[n] < V, "[embedding_forward] token ", tokens[n], " at row ", n,
+             " is outside the vocabulary of ", V);
+#pragma omp parallel for num_threads(threads_for(N * C)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) std::copy_n(wte + int64_t(tokens[n]) * C, C, out + n * C);
+}
+
+// Threads own column ranges and walk the tokens in order, so repeated tokens add in one order.
+template <typename F>
+void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N, int64_t C) {
+  const int nt = threads_for(N * C);
+#pragma omp parallel num_threads(nt)
+  {
+    const int id = omp_get_thread_num(), n_th = omp_get_num_threads();
+    const int64_t c0 = C * id / n_th, c1 = C * (id + 1) / n_th;
+    for (int64_t n = 0; n < N; ++n) {
+      F* d = dwte + int64_t(tokens[n]) * C;
+      const F* g = dout + n * C;
+      for (int64_t c = c0; c < c1; ++c) d[c] += g[c];
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// RMSNorm
+
+template <typename F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* w, int64_t N, int64_t C, double eps) {
+#pragma omp parallel for num_threads(threads_for(N * C)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* x = inp + n * C;
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c) ss += double(x[c]) * double(x[c]);
+    const F r = F(1.0 / std::sqrt(ss / double(C) + eps));
+    rstd[n] = r;
+    F* y = out + n * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * w[c];
+  }
+}
+
+// y = x r w with r = (mean(x^2) + eps)^(-1/2): with g = dy w,
+// dx = r g - r^3 x (g . x) / C, and dw = sum over rows of dy x r.
+template <typename F>
+void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, const F* rstd,
+                      int64_t N, int64_t C) {
+  const int nt = threads_for(N * C);
+  std::vector<double> part(size_t(nt * C), 0.0);
+#pragma omp parallel num_threads(nt)
+  {
+    double* pw = part.data() + omp_get_thread_num() * C;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const F *x = inp + n * C, *dy = dout + n * C;
+      const double r = double(rstd[n]);
+      double gx = 0;
+      for (int64_t c = 0; c < C; ++c) gx += double(dy[c]) * double(w[c]) * double(x[c]);
+      const F a = F(r), b = F(r * r * r * gx / double(C));
+      F* dx = dinp + n * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dx[c] = a * dy[c] * w[c] - b * x[c];
+      for (int64_t c = 0; c < C; ++c) pw[c] += double(dy[c]) * double(x[c]) * r;
+    }
+  }
+  reduce_partials(part, nt, C, dw);
+}
+
+// ------------------------------------------------------------------------------------------
+// RoPE
+
+template <typename F>
+RopeTable<F> rope_table(std::span<const float> inv_freq, int64_t T) {
+  RopeTable<F> rt;
+  rt.T = T;
+  rt.half = int64_t(inv_freq.size());
+  rt.cos.resize(size_t(T * rt.half));
+  rt.sin.resize(size_t(T * rt.half));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < rt.half; ++i) {
+      F angle;
+      if constexpr (std::is_same_v<F, float>)
+        angle = float(t) * inv_freq[size_t(i)];
+      else
+        angle = F(t) * F(inv_freq[size_t(i)]);
+      rt.cos[size_t(t * rt.half + i)] = std::cos(angle);
+      rt.sin[size_t(t * rt.half + i)] = std::sin(angle);
+    }
+  return rt;
+}
+
+namespace {
+
+// Rotates each pair (a, b) by +angle (sign 1: forward) or -angle (sign -1: backward).
+template <typename F>
+void rope_rotate(F* x, int64_t ldx, int64_t N, int64_t heads, int64_t HS, const RopeTable<F>& rt,
+                 RopeStyle style, F sign, const char* op) {
+  GP_CHECK(HS == 2 * rt.half, "[", op, "] head size ", HS, " does not match ", rt.half,
+           " rotary frequencies");
+  GP_CHECK(rt.T > 0 && N % rt.T == 0, "[", op, "] ", N, " rows are not whole sequences of ", rt.T);
+  const int64_t half = rt.half;
+  const bool neox = style == RopeStyle::Neox;
+#pragma omp parallel for num_threads(threads_for(N * heads * HS)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* cs = rt.cos.data() + (n % rt.T) * half;
+    const F* sn = rt.sin.data() + (n % rt.T) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      F* v = x + n * ldx + h * HS;
+      for (int64_t i = 0; i < half; ++i) {
+        F& a = neox ? v[i] : v[2 * i];
+        F& b = neox ? v[i + half] : v[2 * i + 1];
+        const F c = cs[i], s = sign * sn[i], a0 = a, b0 = b;
+        a = a0 * c - b0 * s;
+        b = b0 * c + a0 * s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename F>
+void rope_forward(F* x, int64_t ldx, int64_t N, int64_t heads, int64_t HS, const RopeTable<F>& rt,
+                  RopeStyle style) {
+  rope_rotate(x, ldx, N, heads, HS, rt, style, F(1), "rope_forward");
+}
+
+template <typename F>
+void rope_backward(F* dx, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
+                   const RopeTable<F>& rt, RopeStyle style) {
+  rope_rotate(dx, ldx, N, heads, HS, rt, style, F(-1), "rope_backward");
+}
+
+// ------------------------------------------------------------------------------------------
+// SwiGLU (row kernels in vec.h)
+
+template <typename F>
+void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF) {
+#pragma omp parallel for num_threads(threads_for(N * FF)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* g = gu + n * 2 * FF;
+    swiglu_row(g, g + FF, out + n * FF, FF);
+  }
+}
+
+// silu(g) = g s with s = sigmoid(g): d silu/dg = s (1 + g (1 - s)).
+template <typename F>
+void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF) {
+#pragma omp parallel for num_threads(threads_for(N * FF)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* g = gu + n * 2 * FF;
+    F* dg = dgu + n * 2 * FF;
+    swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// matmul
+
+template <typename F>
+void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t IC,
+                    int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+  if (!bias) return;
+#pragma omp parallel for num_threads(threads_for(N * OC)) schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o) out[n * OC + o] += bias[o];
+}
+
+template <typename F>
+void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N,
+                     int64_t IC, int64_t OC) {
+  if (N == 0) return;
+  if (dinp) gemm<F>('N', 'N', N, IC, OC, dout, OC, w, IC, F(0), dinp, IC, "matmul_backward");
+  gemm<F>('T', 'N', OC, IC, N, dout, OC, inp, IC, F(1), dw, IC, "matmul_backward");
+  if (!dbias) return;
+  // Threads own column ranges; each sums its columns over the rows in order.
+#pragma omp parallel num_threads(threads_for(N * OC))
+  {
+    const int id = omp_get_thread_num(), n_th = omp_get_num_threads();
+    const int64_t o0 = OC * id / n_th, o1 = OC * (id + 1) / n_th;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = o0; o < o1; ++o) dbias[o] += dout[n * OC + o];
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// cross-entropy
+
+template <typename F>
+double crossentropy_forward(F* lse, const F* logits, const int32_t* targets, int64_t N, int64_t V,
+                            int64_t* count) {
+  for (int64_t n = 0; n < N; ++n)
+    GP_CHECK(targets[n] >= -1 && targets[n] < V, "[crossentropy_forward] target ", targets[n],
+             " at row ", n, " is outside -1..", V - 1);
+  std::vector<double> row_loss(size_t(N), 0.0);
+#pragma omp parallel for num_threads(threads_for(N * V)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* x = logits + n * V;
+    F mx = x[0];
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, x[v]);
+    const F s = exp_sum(x, static_cast<F*>(nullptr), V, mx);
+    lse[n] = mx + std::log(s);
+    if (targets[n] >= 0) row_loss[size_t(n)] = double(lse[n]) - double(x[targets[n]]);
+  }
+  double sum = 0;
+  int64_t scored = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    sum += row_loss[size_t(n)];
+    scored += targets[n] >= 0;
+  }
+  *count = scored;
+  return sum;
+}
+
+template <typename F>
+void crossentropy_backward(F* dlogits, const F* logits, const F* lse, const int32_t* targets,
+                           int64_t N, int64_t V, double dloss) {
+  const F dl = F(dloss);
+#pragma omp parallel for num_threads(threads_for(N * V)) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* x = logits + n * V;
+    F* d = dlogits + n * V;
+    if (targets[n] < 0) {
+      std::fill_n(d, V, F(0));
+      continue;
+    }
+    exp_scale(x, d, V, lse[n], dl);
+    d[targets[n]] -= dl;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// residual
+
+template <typename F>
+void residual_forward(F* out, const F* a, const F* b, int64_t n) {
+#pragma omp parallel for simd num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename F>
+void residual_backward(F* dres, const F* dbranch, int64_t n) {
+#pragma omp parallel for simd num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dres[i] += dbranch[i];
+}
+
+// ------------------------------------------------------------------------------------------
+
+#define GENPERF_TRAIN_LAYERS(F)                                                                   \
+  template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t, int64_t);   \
+  template void embedding_backward<F>(F*, const F*, const int32_t*, int64_t, int64_t);           \
+  template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, double);        \
+  template void rmsnorm_backward<F>(F*, F*, const F*, const F*, const F*, const F*, int64_t,     \
+                                    int64_t);                                                    \
+  template RopeTable<F> rope_table<F>(std::span<const float>, int64_t);                          \
+  template void rope_forward<F>(F*, int64_t, int64_t, int64_t, int64_t, const RopeTable<F>&,     \
+                                RopeStyle);                                                      \
+  template void rope_backward<F>(F*, int64_t, int64_t, int64_t, int64_t, const RopeTable<F>&,    \
+                                 RopeStyle);                                                     \
+  template void swiglu_forward<F>(F*, const F*, int64_t, int64_t);                               \
+  template void swiglu_backward<F>(F*, const F*, const F*, int64_t, int64_t);                    \
+  template void matmul_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t);  \
+  template void matmul_backward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t,   \
+                                   int64_t);                                                     \
+  template double crossentropy_forward<F>(F*, const F*, const int32_t*, int64_t, int64_t,        \
+                                          int64_t*);                                             \
+  template void crossentropy_backward<F>(F*, const F*, const F*, const int32_t*, int64_t,        \
+                                         int64_t, double);                                       \
+  template void residual_forward<F>(F*, const F*, const F*, int64_t);                            \
+  template void residual_backward<F>(F*, const F*, int64_t);
+
+GENPERF_TRAIN_LAYERS(float)
+GENPERF_TRAIN_LAYERS(double)
+#undef GENPERF_TRAIN_LAYERS
+
+}  // namespace genperf::train

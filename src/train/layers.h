@@ -1,0 +1,124 @@
+// Layer-level forward and backward functions of Llama training, one plain pair per layer in the
+// manner of llm.c, on row-major arrays. Templated on the float type: float is the training path
+// (oneDNN GEMMs, SIMD attention tiles, OpenMP threads), double is the gradient-check path (the
+// same algorithms with scalar loops), so a check in float64 covers the code that trains.
+//
+// Shape legend: B sequences, T tokens per sequence, N = B*T rows (row n is token n % T of
+// sequence n / T), C hidden size (channels), IC/OC input/output channels of a matmul,
+// V vocabulary, NH query heads, NKV key/value heads, HS head size, FF MLP hidden size,
+// QKV = (NH + 2*NKV)*HS the fused row q | k | v.
+//
+// Invariant: backward functions add to parameter gradients (+=) and overwrite activation
+// gradients (=). Parameter gradients thus accumulate over micro-batches, and the residual
+// stream's gradient is summed explicitly (residual_backward), the one place two paths meet.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "genperf/llama_config.h"
+
+namespace genperf::train {
+
+// out[N,C] = wte[tokens[n], :]; ids are checked against V.
+template <typename F>
+void embedding_forward(F* out, const int32_t* tokens, const F* wte, int64_t N, int64_t C, int64_t V);
+// dwte[tokens[n], :] += dout[n, :], summed in token order (deterministic).
+template <typename F>
+void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N, int64_t C);
+
+// out[N,C] = inp * rstd * w with rstd[N] = 1/sqrt(mean(inp^2) + eps), saved for backward.
+template <typename F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* w, int64_t N, int64_t C, double eps);
+// dinp[N,C] =, dw[C] +=.
+template <typename F>
+void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, const F* rstd,
+                      int64_t N, int64_t C);
+
+// cos/sin[T, HS/2] of position t times inv_freq[i]. In float the angle is float(t) * inv_freq,
+// as the inference kernels compute it, so trained and served models rotate identically.
+template <typename F>
+struct RopeTable {
+  int64_t T = 0, half = 0;
+  std::vector<F> cos, sin;
+};
+template <typename F>
+RopeTable<F> rope_table(std::span<const float> inv_freq, int64_t T);
+// Rotates, in place, `heads` heads of HS at the start of each row of x[N, ldx] (row n at
+// position n % T). Neox pairs (i, i + HS/2), Interleaved pairs (2i, 2i + 1).
+template <typename F>
+void rope_forward(F* x, int64_t ldx, int64_t N, int64_t heads, int64_t HS, const RopeTable<F>& rt,
+                  RopeStyle style);
+// The rotation is orthogonal: its backward rotates dx in place by the opposite angle.
+template <typename F>
+void rope_backward(F* dx, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
+                   const RopeTable<F>& rt, RopeStyle style);
+
+// out[N,FF] = silu(gu[:, :FF]) * gu[:, FF:] (gate and up projections fused in one row).
+template <typename F>
+void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF);
+// dgu[N, 2FF] =.
+template <typename F>
+void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF);
+
+// out[N,OC] = inp[N,IC] · w[OC,IC]^T (+ bias[OC]; bias may be null).
+template <typename F>
+void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t IC,
+                    int64_t OC);
+// dinp[N,IC] = dout · w (skipped when dinp is null); dw[OC,IC] += dout^T · inp;
+// dbias[OC] += column sums of dout (when dbias is not null).
+template <typename F>
+void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N,
+                     int64_t IC, int64_t OC);
+
+// lse[N] = log sum_v exp(logits[n, v]). Returns the sum over scored rows (targets[n] >= 0;
+// -1 means "not scored") of lse - logits[n, target]; *count receives their number.
+template <typename F>
+double crossentropy_forward(F* lse, const F* logits, const int32_t* targets, int64_t N, int64_t V,
+                            int64_t* count);
+// dlogits[N,V] = dloss * (softmax(logits) - onehot(target)) on scored rows, 0 on the others.
+// dlogits may alias logits (the logits buffer is reused for their gradient).
+template <typename F>
+void crossentropy_backward(F* dlogits, const F* logits, const F* lse, const int32_t* targets,
+                           int64_t N, int64_t V, double dloss);
+
+// out[n] = a[n] + b[n] (out may alias a or b).
+template <typename F>
+void residual_forward(F* out, const F* a, const F* b, int64_t n);
+// dres[n] += dbranch[n]: the residual stream's gradient collects its branch's.
+template <typename F>
+void residual_backward(F* dres, const F* dbranch, int64_t n);
+
+// Causal grouped-query self-attention over qkv[N, QKV] (q and k already rotated): query head h
+// reads key/value head h / (NH / NKV); scores are scaled by 1/sqrt(HS).
+struct AttnShape {
+  int64_t B = 1, T = 1, NH = 1, NKV = 1, HS = 1;
+  int64_t q_tile = 64, k_tile = 64;  // flash tiles: query rows and keys per block
+  int64_t qkv_cols() const { return (NH + 2 * NKV) * HS; }
+  int64_t rows() const { return B * T; }
+};
+// Checks the shape (heads dividing, positive sizes); throws genperf::Error naming `op`.
+void check_attn_shape(const char* op, const AttnShape& s);
+
+// Naive: scores materialized. out[N, NH*HS] =; probs[B, NH, T, T] = softmax rows (zero above
+// the diagonal), saved for backward.
+template <typename F>
+void attention_forward_naive(F* out, F* probs, const F* qkv, const AttnShape& s);
+// dqkv[N, QKV] =.
+template <typename F>
+void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* probs,
+                              const AttnShape& s);
+// Flash: tiles of q_tile queries against k_tile keys with an online softmax; saves only
+// lse[B, NH, T] (log-sum-exp of each query's scaled scores), memory linear in T.
+template <typename F>
+void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s);
+// Recomputes each tile's probabilities from q, k and lse; dqkv[N, QKV] =.
+template <typename F>
+void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse,
+                              const AttnShape& s);
+
+// Floats of scratch both backwards need with GQA (key/value gradients per query head, summed
+// over each group afterwards); 0 without GQA. For memory accounting.
+int64_t attention_gqa_scratch(const AttnShape& s);
+
+}  // namespace genperf::train

@@ -1,0 +1,117 @@
+// AdamW, the learning-rate schedule, gradient norm and clipping, and one optimizer step with
+// gradient accumulation. Every loop is elementwise or reduces over fixed chunks in a fixed
+// order, so results do not depend on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "genperf/error.h"
+#include "genperf/runtime.h"
+#include "genperf/train.h"
+#include "ops/ops.h"
+#include "train/vec.h"
+
+namespace genperf {
+namespace {
+
+constexpr size_t kChunk = size_t(1) << 16;  // elements per task (and per partial sum of grad_norm)
+constexpr size_t kParallelElems = size_t(1) << 15;
+
+int threads_for(size_t n) { return n >= kParallelElems ? num_threads() : 1; }
+
+}  // namespace
+
+AdamW::AdamW(size_t num_params, AdamWOptions o) : o_(o), m_(num_params, 0.0f), v_(num_params, 0.0f) {
+  GP_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 && o.weight_decay >= 0,
+           "[adamw] betas must lie in [0, 1), eps > 0 and weight decay >= 0; got betas ", o.beta1,
+           ", ", o.beta2, ", eps ", o.eps, ", weight decay ", o.weight_decay);
+}
+
+// The update in PyTorch's order: decay, moments, then p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps),
+// over chunks of each segment (vec.h's adamw_update).
+void AdamW::step(std::span<float> params, std::span<const float> grads,
+                 std::span<const ParamSegment> segments, float lr) {
+  GP_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "[adamw] ", params.size(),
+           " parameters and ", grads.size(), " gradients for an optimizer of ", m_.size());
+  ++t_;
+  const double bc1 = 1.0 - std::pow(double(o_.beta1), double(t_));
+  const double bc2 = 1.0 - std::pow(double(o_.beta2), double(t_));
+  train::AdamWStep st{1.0f, o_.beta1, o_.beta2, float(double(lr) / bc1), float(1.0 / std::sqrt(bc2)), o_.eps};
+  for (const ParamSegment& s : segments) {
+    GP_CHECK(s.offset + s.count <= m_.size(), "[adamw] segment ", s.offset, " + ", s.count,
+             " exceeds ", m_.size(), " parameters");
+    st.keep = s.decay ? 1.0f - lr * o_.weight_decay : 1.0f;
+    const size_t chunks = (s.count + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads_for(s.count)) schedule(static)
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t i = s.offset + c * kChunk, n = std::min(kChunk, s.count - c * kChunk);
+      train::adamw_update(params.data() + i, grads.data() + i, m_.data() + i, v_.data() + i, int64_t(n), st);
+    }
+  }
+}
+
+float LrSchedule::at(int64_t step) const {
+  if (step < warmup_steps) return max_lr * float(step + 1) / float(warmup_steps);
+  if (step >= total_steps) return min_lr;
+  const double span = double(total_steps - warmup_steps);
+  const double ratio = span > 0 ? double(step - warmup_steps) / span : 1.0;
+  const double coeff = 0.5 * (1.0 + std::cos(std::numbers::pi * ratio));
+  return float(double(min_lr) + coeff * double(max_lr - min_lr));
+}
+
+double grad_norm(std::span<const float> grads) {
+  const size_t n = grads.size(), chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(chunks, 0.0);
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (size_t c = 0; c < chunks; ++c)
+    part[c] = train::sum_squares(grads.data() + c * kChunk, int64_t(std::min(kChunk, n - c * kChunk)));
+  double total = 0;
+  for (double s : part) total += s;
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(std::span<float> grads, double max_norm) {
+  const double norm = grad_norm(grads);
+  GP_CHECK(std::isfinite(norm), "[clip_grad_norm] the gradient norm is ", norm,
+           " (a NaN or infinity in the gradients)");
+  if (max_norm > 0 && norm > max_norm) {
+    const float k = float(max_norm / (norm + 1e-6));
+    float* g = grads.data();
+    const size_t n = grads.size();
+#pragma omp parallel for simd num_threads(threads_for(n)) schedule(static)
+    for (size_t i = 0; i < n; ++i) g[i] *= k;
+  }
+  return norm;
+}
+
+StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> micro, float lr,
+                      double max_grad_norm) {
+  GP_CHECK(!micro.empty(), "[train_step] needs at least one micro-batch");
+  m.zero_grad();
+  StepResult r;
+  const float scale = 1.0f / float(micro.size());
+  for (const MicroBatch& mb : micro) {
+    r.loss += m.forward(mb.tokens, mb.targets, mb.B, mb.T);
+    m.backward(scale);
+  }
+  r.loss /= double(micro.size());
+  r.grad_norm = clip_grad_norm(m.grads(), max_grad_norm);
+  r.lr = lr;
+  const auto segments = param_segments(m);
+  opt.step(m.params(), m.grads(), segments, lr);
+  return r;
+}
+
+double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
+  const double C = double(c.hidden_size), FF = double(c.intermediate_size);
+  const double qkv = double(c.q_dim() + 2 * c.kv_dim()), ao = double(c.q_dim());
+  const double per_layer = C * qkv + ao * C + 3.0 * C * FF;
+  const double matmul_params = double(c.num_hidden_layers) * per_layer + double(c.vocab_size) * C;
+  const double attn = ops::attention_flops(T, c.num_attention_heads, c.head_dim, 0);
+  return 6.0 * matmul_params * double(B * T) + 3.0 * double(B) * double(c.num_hidden_layers) * attn;
+}
+
+}  // namespace genperf
