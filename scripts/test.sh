@@ -15,6 +15,8 @@ for arg in "$@"; do
   esac
 done
 jobs=$(nproc)
+# Tests run in parallel on few cores: idle OpenMP threads must sleep, not spin.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" >/dev/null
 cmake --build "$build" -j "$jobs"
 cd "$build" && ctest --output-on-failure -j "$jobs" "${ctest_args[@]}"

@@ -1,7 +1,7 @@
 // Training Llama-family models on the CPU, in f32: a trainable model whose master parameters and
 // gradients live in one contiguous buffer each (named views with Hugging Face names), AdamW with
 // decoupled weight decay, warm-up plus cosine learning-rate schedule, gradient clipping by global
-// norm, gradient accumulation over micro-batches, and a step benchmark.
+// norm, gradient accumulation over micro-batches.
 //
 // Attention runs naive (scores materialized, memory quadratic in T) or flash (tiled online
 // softmax, backward recomputes from the saved log-sum-exp, memory linear in T). Gradient
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "genperf/bench.h"
+#include "genperf/json.h"
 #include "genperf/checkpoint.h"
 #include "genperf/json.h"
 #include "genperf/llama_config.h"
@@ -185,36 +185,5 @@ StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> mic
 // FLOPs of one training step on B x T tokens: 6 per matmul parameter per token (forward and
 // both backward products) plus three times the causal attention forward (4 H D per visible key).
 double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T);
-
-// ------------------------------------------------------------------------------------------
-// Benchmark
-
-struct TrainBenchOptions {
-  int64_t batch = 1, seq = 512;
-  TrainOptions train;
-  int warmup = 1, reps = 3;
-  uint64_t seed = 1;  // weights and tokens
-};
-
-struct TrainMemory {
-  size_t weights = 0, grads = 0, optimizer = 0;
-  ActivationMemory activations;
-  size_t total() const { return weights + grads + optimizer + activations.total(); }
-};
-
-struct TrainBenchResult {
-  int64_t batch = 0, seq = 0;
-  TrainOptions train;
-  Stats step_seconds;  // one optimizer step: zero grads, forward, backward, clip, AdamW
-  double tokens_per_s = 0;  // at the median
-  double flops_per_step = 0, gflops = 0;  // train_step_flops; achieved at the median
-  TrainMemory memory;
-  size_t peak_rss = 0;  // of the process, after the run
-  Json to_json() const;
-};
-
-// Times full training steps (train_step with one micro-batch, clipping at 1.0) of a randomly
-// initialized model of config c on random tokens. MFU is gflops over a measured GEMM peak.
-TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o);
 
 }  // namespace genperf

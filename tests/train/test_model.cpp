@@ -15,6 +15,7 @@
 #include "genperf/llama.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
+#include "genperf/train.h"
 #include "train/graph.h"
 #include "train/train_test_util.h"
 
@@ -171,22 +172,6 @@ TEST(TrainModel, ActivationAccounting) {
   EXPECT_EQ(m.activation_memory().total(), flash.total());
   const Json j = flash.to_json();
   EXPECT_EQ(size_t(j.at("total").as_int()), flash.total());
-}
-
-// The benchmark entry point runs and fills its accounting (no timing is asserted).
-TEST(TrainModel, BenchTrainStepReports) {
-  const LlamaConfig c = tiny(4, 2, true, false);
-  TrainBenchOptions o;
-  o.batch = 2, o.seq = 16, o.warmup = 0, o.reps = 1;
-  const TrainBenchResult r = bench_train_step(c, o);
-  EXPECT_GT(r.tokens_per_s, 0);
-  EXPECT_EQ(r.step_seconds.samples.size(), 1u);
-  EXPECT_DOUBLE_EQ(r.flops_per_step, train_step_flops(c, 2, 16));
-  EXPECT_EQ(r.memory.weights, size_t(c.num_parameters()) * 4);
-  EXPECT_EQ(r.memory.optimizer, 2 * r.memory.weights);
-  const Json j = r.to_json();
-  EXPECT_EQ(j.at("attention").as_string(), "flash");
-  EXPECT_EQ(size_t(j.at("memory").at("total").as_int()), r.memory.total());
 }
 
 TEST(TrainModel, CheckpointingGivesIdenticalGradients) {

@@ -7,6 +7,8 @@
 
 #include "args.h"
 #include "genperf/bench.h"
+#include "genperf/bench_train.h"
+#include "bench/peaks.h"
 #include "genperf/checkpoint.h"
 #include "genperf/error.h"
 #include "genperf/eval.h"
@@ -178,10 +180,63 @@ void print_bench_infer(const Json& r) {
               mem.at("scratch_bytes").as_number() / 1e6, mem.at("peak_rss_bytes").as_number() / 1e6);
 }
 
+int cmd_bench_train(int argc, char** argv) {
+  Args a("bench train",
+         {{"model", "random:<shape> (110m, default, tiny) or a HF directory (its config is used)", "random:110m"},
+          {"attn", "attention: naive (scores materialized) or flash (tiled, memory linear in seq)", "flash"},
+          {"seq", "sequence length", "512"}, {"batch", "sequences per step", "1"},
+          {"precision", "compute precision (f32; bf16 mixed precision is not implemented yet)", "f32"},
+          {"checkpoint-layers", "recompute each layer's forward in backward", "", true},
+          {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
+          {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  const std::string spec = a.str("model");
+  const LlamaConfig c = spec.rfind("random:", 0) == 0 ? preset_config(spec.substr(7)) : read_hf_config(spec + "/config.json");
+  GP_CHECK(a.str("precision") == "f32", "[bench train] --precision ", a.str("precision"),
+           ": only f32 training is implemented so far");
+  TrainBenchOptions o;
+  o.batch = a.integer("batch");
+  o.seq = a.integer("seq");
+  o.reps = int(a.integer("reps"));
+  o.train.attention = parse_attention_mode(a.str("attn"));
+  o.train.checkpoint_layers = a.flag("checkpoint-layers");
+  GP_CHECK(o.batch > 0 && o.seq > 0 && o.reps > 0, "[bench train] --batch, --seq and --reps must be positive");
+  const TrainBenchResult r = bench_train_step(c, o);
+  Json j = r.to_json();
+  j["model"] = spec;
+  j["parameters"] = c.num_parameters();
+  j["precision"] = "f32";
+  if (!a.flag("no-peaks")) {
+    const double peak = bench::measure_gemm_peak_gflops(DType::F32);
+    j["gemm_peak_gflops_f32"] = peak;
+    j["mfu"] = r.gflops / peak;
+  }
+  j["provenance"] = provenance(g_command).to_json();
+  if (a.has("out")) write_file_atomic(a.str("out"), j.dump(2) + "\n");
+  if (a.flag("json")) {
+    print_json(j);
+    return 0;
+  }
+  std::printf("model      %s (%.1fM parameters), batch %lld x seq %lld, %s attention, f32\n", spec.c_str(),
+              double(c.num_parameters()) / 1e6, (long long)o.batch, (long long)o.seq, attention_mode_name(o.train.attention));
+  std::printf("step       %.3f s median (min %.3f, max %.3f, %zu reps)  %.1f tokens/s  %.1f GFLOP/s",
+              r.step_seconds.median, r.step_seconds.min, r.step_seconds.max, r.step_seconds.samples.size(),
+              r.tokens_per_s, r.gflops);
+  if (const Json* m = j.find("mfu")) std::printf("  MFU %.0f%% of the measured f32 GEMM peak", 100 * m->as_number());
+  std::printf("\nmemory     weights %.1f MB | grads %.1f MB | optimizer %.1f MB | activations %.1f MB (attention %.1f MB) | peak RSS %.1f MB\n",
+              double(r.memory.weights) / 1e6, double(r.memory.grads) / 1e6, double(r.memory.optimizer) / 1e6,
+              double(r.memory.activations.total()) / 1e6,
+              double(r.memory.activations.attention + r.memory.activations.attention_scores) / 1e6, double(r.peak_rss) / 1e6);
+  return 0;
+}
+
 int cmd_bench(int argc, char** argv) {
   const std::string kind = argc > 2 ? argv[2] : "";
+  if (kind == "train") return cmd_bench_train(argc, argv);
   if (kind != "infer") {
-    std::printf("usage: genperf bench infer [options]   (with --help)\n");
+    std::printf("usage: genperf bench infer|train [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
   Args a("bench infer",
@@ -299,6 +354,7 @@ void usage(FILE* f) {
       "  generate        continue a prompt (greedy, temperature, top-k, top-p sampling)\n"
       "  eval ppl|mc|kl  perplexity, multiple-choice accuracy, KL divergence from a reference\n"
       "  bench infer     prefill/decode speed and memory against this machine's floors\n"
+      "  bench train     training step speed, MFU and memory (naive or flash attention)\n"
       "  convert         write a checkpoint as GGUF\n"
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n",

@@ -2,7 +2,7 @@
 // measurement harness (warm-up, repetitions, median/min/max), with the memory accounting.
 #include "genperf/error.h"
 #include "genperf/rng.h"
-#include "genperf/train.h"
+#include "genperf/bench_train.h"
 
 namespace genperf {
 
