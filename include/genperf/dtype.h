@@ -14,6 +14,15 @@ enum class DType : uint8_t {
   F16,
   BF16,
   I32,
+  // Block-quantized, byte-compatible with ggml (layouts in src/quant/formats.h).
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q4_K,
+  Q5_K,
+  Q6_K,
   COUNT  // number of rows in the traits table
 };
 
@@ -21,7 +30,7 @@ struct TypeTraits {
   const char* name;     // "f32", "bf16", ...
   int64_t block_size;   // elements per block (1 for plain types)
   size_t block_bytes;   // bytes per block
-  bool is_float;        // f32/f16/bf16
+  bool is_float;        // f32/f16/bf16 (false for the quantized formats)
   // Scalar reference conversions of n elements (n a multiple of block_size).
   void (*to_f32)(const void* src, float* dst, int64_t n);
   void (*from_f32)(const float* src, void* dst, int64_t n);
@@ -29,7 +38,9 @@ struct TypeTraits {
 
 const TypeTraits& traits(DType t);
 inline const char* dtype_name(DType t) { return traits(t).name; }
-// Parses "f32", "f16", "bf16" (also "float32", "float16", "bfloat16"); throws genperf::Error otherwise.
+// Parses a type name: "f32", "f16", "bf16" (also "float32", "float16", "bfloat16", and the upper-case
+// names), and the quantized formats in either case ("q4_0", "Q4_0", "q6_k", "Q6_K", ...);
+// throws genperf::Error otherwise.
 DType parse_dtype(std::string_view name);
 // Bytes taken by n elements of type t; n must be a multiple of the block size.
 size_t bytes_for(DType t, int64_t n);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "genperf/error.h"
+#include "quant/formats.h"
 
 namespace genperf {
 
@@ -78,6 +79,14 @@ constexpr std::array<TypeTraits, size_t(DType::COUNT)> kTraits = {{
     {"f16", 1, 2, true, f16_to_f32_row, f16_from_f32_row},
     {"bf16", 1, 2, true, bf16_to_f32_row, bf16_from_f32_row},
     {"i32", 1, 4, false, i32_to_f32_row, i32_from_f32_row},
+    {"q8_0", 32, 34, false, quant::dequantize_q8_0, quant::quantize_q8_0},
+    {"q4_0", 32, 18, false, quant::dequantize_q4_0, quant::quantize_q4_0},
+    {"q4_1", 32, 20, false, quant::dequantize_q4_1, quant::quantize_q4_1},
+    {"q5_0", 32, 22, false, quant::dequantize_q5_0, quant::quantize_q5_0},
+    {"q5_1", 32, 24, false, quant::dequantize_q5_1, quant::quantize_q5_1},
+    {"q4_k", 256, 144, false, quant::dequantize_q4_k, quant::quantize_q4_k},
+    {"q5_k", 256, 176, false, quant::dequantize_q5_k, quant::quantize_q5_k},
+    {"q6_k", 256, 210, false, quant::dequantize_q6_k, quant::quantize_q6_k},
 }};
 
 }  // namespace
@@ -92,7 +101,16 @@ DType parse_dtype(std::string_view name) {
   if (name == "f32" || name == "float32" || name == "F32") return DType::F32;
   if (name == "f16" || name == "float16" || name == "F16") return DType::F16;
   if (name == "bf16" || name == "bfloat16" || name == "BF16") return DType::BF16;
-  fail("[dtype] unknown type '", std::string(name), "' (expected f32, f16 or bf16)");
+  // Quantized formats: the row name in lower or upper case ("q4_k", "Q4_K").
+  for (size_t i = size_t(DType::Q8_0); i < kTraits.size(); ++i) {
+    const std::string_view row = kTraits[i].name;
+    bool lower = name == row, upper = name.size() == row.size();
+    for (size_t c = 0; upper && c < row.size(); ++c)
+      upper = name[c] == (row[c] >= 'a' && row[c] <= 'z' ? char(row[c] - 'a' + 'A') : row[c]);
+    if (lower || upper) return DType(i);
+  }
+  fail("[dtype] unknown type '", std::string(name),
+       "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k)");
 }
 
 size_t bytes_for(DType t, int64_t n) {

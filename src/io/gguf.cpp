@@ -41,7 +41,10 @@ struct ReadableType {
   uint32_t id;
   DType dtype;
 };
-constexpr ReadableType kReadable[] = {{0, DType::F32}, {1, DType::F16}, {30, DType::BF16}, {26, DType::I32}};
+constexpr ReadableType kReadable[] = {
+    {0, DType::F32},  {1, DType::F16},  {30, DType::BF16}, {26, DType::I32}, {8, DType::Q8_0}, {2, DType::Q4_0},
+    {3, DType::Q4_1}, {6, DType::Q5_0}, {7, DType::Q5_1}, {12, DType::Q4_K}, {13, DType::Q5_K}, {14, DType::Q6_K},
+};
 
 template <typename... Args>
 [[noreturn]] void gguf_error(const MmapFile& f, Args&&... what) {

@@ -96,7 +96,8 @@ struct GgmlType {
 };
 // The row for a ggml type id, or nullptr when the id is unknown (or was removed from GGUF).
 const GgmlType* ggml_type(uint32_t id);
-// The ggml id for a genperf type (F32 0, F16 1, BF16 30, I32 26); Error for others.
+// The ggml id for a genperf type (F32 0, F16 1, BF16 30, I32 26, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7,
+// Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14); Error for others.
 uint32_t ggml_type_id(DType t);
 
 struct GgufTensorInfo {
@@ -141,7 +142,8 @@ class GgufFile {
   // Tensors.
   const std::vector<GgufTensorInfo>& tensor_infos() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
-  // A zero-copy tensor of type F32, F16, BF16 or I32. Other ggml types are an Error saying
+  // A zero-copy tensor of type F32, F16, BF16, I32 or one of the quantized DTypes (Q8_0, Q4_0,
+  // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the blocks as stored). Other ggml types are an Error saying
   // genperf cannot read them yet; so is a missing name.
   Tensor tensor(std::string_view name) const;
 
@@ -177,7 +179,7 @@ class GgufWriter {
   void set_u32(const std::string& key, uint32_t v) { set(key, GgufValue::u32(v)); }
   void set_f32(const std::string& key, float v) { set(key, GgufValue::f32(v)); }
   void set_bool(const std::string& key, bool v) { set(key, GgufValue::boolean(v)); }
-  // Adds a tensor (F32, F16, BF16 or I32 on the CPU; copied when not contiguous). Names are
+  // Adds a tensor (any type ggml_type_id accepts, on the CPU; copied when not contiguous). Names are
   // unique and at most 63 bytes (ggml's limit).
   void add_tensor(const std::string& name, const Tensor& t);
   void write(const std::string& path) const;
