@@ -12,6 +12,7 @@
 
 #include "genperf/error.h"
 #include "io/mmap_file.h"
+#include "io/unicode.h"
 
 namespace genperf {
 namespace {
@@ -36,23 +37,6 @@ size_t utf8_sequence_length(const unsigned char* s, size_t n) {
   return 0;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-}
 
 // strtod in the "C" locale, so that a program that set LC_NUMERIC still reads "1.5".
 double parse_double_c_locale(const char* s) {
@@ -286,7 +270,7 @@ class Parser {
         out += '\t';
         break;
       case 'u':
-        append_utf8(out, unicode_escape());
+        unicode::append_utf8(out, unicode_escape());
         break;
       default:
         --pos_;
