@@ -5,7 +5,7 @@
 //                    measured 2048^3 GEMM peak of the same weight type.
 //   linear by rows:  GEMV kernels and oneDNN side by side for T = 1..32 (the switch-over).
 //   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
-// Real time, 5 repetitions, aggregates (median) reported; peaks measured once at start-up.
+// Real time, 5 repetitions, median, min and max reported; peaks measured once at start-up.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -150,20 +150,19 @@ void rows_args(benchmark::internal::Benchmark* b) {
       for (int64_t path : {0, 1}) b->Args({t, T, path});
 }
 
-BENCHMARK(BM_Gemv)->Apply(gemv_args)->UseRealTime()->Repetitions(5)->DisplayAggregatesOnly(true);
-BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseRealTime()->Repetitions(5)->DisplayAggregatesOnly(true);
-BENCHMARK(BM_LinearRows)
-    ->Apply(rows_args)
-    ->UseRealTime()
-    ->Repetitions(5)
-    ->DisplayAggregatesOnly(true);
-BENCHMARK(BM_Attention)
-    ->Args({512, 0})
-    ->Args({1, 127})
-    ->Args({1, 511})
-    ->UseRealTime()
-    ->Repetitions(5)
-    ->DisplayAggregatesOnly(true);
+// Median (Google Benchmark's default aggregates) plus min and max of the repetitions: on a
+// shared machine the spread says how noisy the run was (BENCHMARKING.md, rule 2).
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+void protocol(benchmark::internal::Benchmark* b) {
+  b->UseRealTime()->Repetitions(5)->DisplayAggregatesOnly(true);
+  b->ComputeStatistics("min", min_of)->ComputeStatistics("max", max_of);
+}
+
+BENCHMARK(BM_Gemv)->Apply(gemv_args)->Apply(protocol);
+BENCHMARK(BM_Gemm)->Apply(gemm_args)->Apply(protocol);
+BENCHMARK(BM_LinearRows)->Apply(rows_args)->Apply(protocol);
+BENCHMARK(BM_Attention)->Args({512, 0})->Args({1, 127})->Args({1, 511})->Apply(protocol);
 
 }  // namespace
 

@@ -252,7 +252,8 @@ TEST(Kernels, F32ToBf16RoundsLikeTheReference) {
   Rng rng(announce_seed(26, "Kernels.F32ToBf16RoundsLikeTheReference"));
   std::vector<float> src(100003);
   for (auto& f : src) f = bits_f32(uint32_t(rng.next()));
-  src[0] = INFINITY, src[1] = -INFINITY, src[2] = bits_f32(0x3f808000u), src[3] = bits_f32(0x3f818000u);
+  src[0] = INFINITY, src[1] = -INFINITY, src[2] = bits_f32(0x3f808000u),
+  src[3] = bits_f32(0x3f818000u);
   IsaLevels isas;
   for (Isa level : isas.levels()) {
     set_isa(level);
@@ -267,5 +268,25 @@ TEST(Kernels, F32ToBf16RoundsLikeTheReference) {
       if (std::isnan(src[i]) ? !std::isnan(bf16_to_f32(got[i])) : got[i] != want && !flushed) ++bad;
     }
     EXPECT_EQ(bad, 0) << isa_name(level);
+  }
+}
+
+TEST(Kernels, SumRowMatchesDoubleSum) {
+  // The bandwidth probe's sum (src/bench/peaks.cpp): full vectors and every tail length.
+  Rng rng(announce_seed(27, "Kernels.SumRowMatchesDoubleSum"));
+  IsaLevels isas;
+  for (int64_t n : {1, 7, 31, 33, 64, 4099}) {
+    std::vector<float> v(static_cast<size_t>(n));
+    double want = 0, mag = 0;
+    for (auto& f : v) {
+      f = float(rng.normal());
+      want += f;
+      mag += std::fabs(f);
+    }
+    for (Isa level : isas.levels()) {
+      set_isa(level);
+      EXPECT_NEAR(cpu::kernels().sum_row(v.data(), n), want, 1e-6 * mag)
+          << isa_name(level) << " n=" << n;
+    }
   }
 }

@@ -196,3 +196,21 @@ TEST(Linear, ErrorsNameTheOperands) {
   EXPECT_EQ(error_of([&] { ops::linear(xb, w2, nullptr, y); }),
             "[linear] x bf16[7, 64]: expected f32");
 }
+
+TEST(Linear, BlockFormatsConvertThroughTheTraitsTable) {
+  // Formats without a GEMV kernel take the oneDNN path with weights decoded by traits().to_f32,
+  // for one row as for many.
+  Rng rng(announce_seed(16, "Linear.BlockFormatsConvertThroughTheTraitsTable"));
+  for (DType wt : {DType::Q8_0, DType::Q4_K})
+    for (int64_t T : {1, 17}) {
+      const int64_t K = 512, N = 40;
+      const Tensor x = random_tensor({T, K}, DType::F32, rng);
+      const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
+      Guarded y(T, N);
+      Tensor yr = Tensor::zeros({T, N});
+      ops::linear(x, w, nullptr, y.view());
+      ops::ref::linear(x, w, nullptr, yr);
+      y.check_guards("y");
+      EXPECT_LE(nmse(values(y.view()), values(yr)), 1e-10) << dtype_name(wt) << " T=" << T;
+    }
+}

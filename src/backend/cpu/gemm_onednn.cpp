@@ -3,9 +3,9 @@
 //   f32 weights:  f32 matmul.
 //   bf16 weights: x is rounded to bf16 (vectorized), bf16 x bf16 matmul into f32, where the CPU
 //                 has AVX512-BF16 and the ISA level is AVX-512.
-//   otherwise (f16, which oneDNN 2.6 runs only on AVX512-FP16 CPUs; bf16 elsewhere; any later
-//   format): blocks of weight rows are converted to f32 into a small buffer and multiplied
-//   with the f32 matmul, so memory stays O(K * block) whatever N is.
+//   otherwise (f16: oneDNN 2.6 creates no f16 matmul on this Zen CPU, not even a reference one;
+//   bf16 without AVX512-BF16; any later format): blocks of weight rows are converted to f32 into
+//   a buffer of at most 16 MiB and multiplied with the f32 matmul, whatever N is.
 // Primitives are created once per shape and strides and cached. oneDNN runs on OpenMP; its
 // thread count is set to genperf::num_threads() before each call.
 #include <omp.h>
@@ -95,9 +95,11 @@ bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, d
   return true;
 }
 
-// Rows of weights converted to f32 per block: about 2 MiB of buffer, at least 64 rows.
+// Rows of weights converted to f32 per block: about 16 MiB of buffer, at least 64 rows. Smaller
+// blocks starve oneDNN at large T (2 MiB blocks ran T = K = N = 2048 at 0.44x the speed of
+// 16 MiB ones, measured A/B on 2 threads; at T = 512 the size made no difference).
 int64_t convert_block_rows(int64_t K, int64_t N) {
-  int64_t rows = (int64_t(2) << 20) / (4 * K);
+  int64_t rows = (int64_t(16) << 20) / (4 * K);
   rows = rows < 64 ? 64 : rows / 64 * 64;
   return rows < N ? rows : N;
 }

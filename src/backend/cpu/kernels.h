@@ -70,6 +70,8 @@ struct Kernels {
                    bool interleaved);
   void (*silu_mul_row)(const float* gate, const float* up, float* out, int64_t n);
   void (*add_row)(float* x, const float* y, int64_t n);
+  // Sum of n floats, full-width loads (the bandwidth probe of src/bench/peaks.cpp).
+  float (*sum_row)(const float* x, int64_t n);
   // Unnormalized flash attention over one task (see AttentionTask).
   void (*attention)(const AttentionTask& task);
 };

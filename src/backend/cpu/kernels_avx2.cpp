@@ -109,6 +109,7 @@ const Kernels& kernels_avx2() {
     t.rope_row = avx2::rope_row;
     t.silu_mul_row = avx2::silu_mul_row;
     t.add_row = avx2::add_row;
+    t.sum_row = avx2::sum_row;
     t.attention = avx2::attention;
     return t;
   }();

@@ -137,6 +137,7 @@ const Kernels& kernels_avx512() {
     t.rope_row = avx512::rope_row;
     t.silu_mul_row = avx512::silu_mul_row;
     t.add_row = avx512::add_row;
+    t.sum_row = avx512::sum_row;
     t.attention = avx512::attention;
     return t;
   }();

@@ -60,11 +60,15 @@ struct V {
     memcpy(&u, &mag, 4);
     return bits(u | sign);
   }
-  static R load_bf16(const uint16_t* p) { return map([&](int i) { return bf16(p[i]); }); }
+  static R load_bf16(const uint16_t* p) {
+    return map([&](int i) { return bf16(p[i]); });
+  }
   static R load_bf16_n(const uint16_t* p, int n) {
     return map([&](int i) { return i < n ? bf16(p[i]) : 0.0f; });
   }
-  static R load_f16(const uint16_t* p) { return map([&](int i) { return f16(p[i]); }); }
+  static R load_f16(const uint16_t* p) {
+    return map([&](int i) { return f16(p[i]); });
+  }
   static R load_f16_n(const uint16_t* p, int n) {
     return map([&](int i) { return i < n ? f16(p[i]) : 0.0f; });
   }
@@ -145,6 +149,7 @@ const Kernels& kernels_generic() {
     t.rope_row = generic::rope_row;
     t.silu_mul_row = generic::silu_mul_row;
     t.add_row = generic::add_row;
+    t.sum_row = generic::sum_row;
     t.attention = generic::attention;
     return t;
   }();
