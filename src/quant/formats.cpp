@@ -247,14 +247,20 @@ void dequantize_q4_1(const void* src, float* y, int64_t n) {
   }
 }
 
+// Smallest and largest of n values: the range the offset formats (Q4_1, Q5_1) spread over.
+static void block_range(const float* x, int n, float& lo, float& hi) {
+  lo = hi = x[0];
+  for (int j = 1; j < n; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+}
+
 void quantize_q4_1(const float* x, void* dst, int64_t n) {
   auto* b = blocks_out<BlockQ4_1>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < kQK; ++j) {
-      lo = std::min(lo, x[j]);
-      hi = std::max(hi, x[j]);
-    }
+    float lo, hi;
+    block_range(x, kQK, lo, hi);
     const float d = (hi - lo) / 15;
     const float id = d != 0 ? 1 / d : 0;
     b[i].d = f2h(d);
@@ -334,11 +340,8 @@ void dequantize_q5_1(const void* src, float* y, int64_t n) {
 void quantize_q5_1(const float* x, void* dst, int64_t n) {
   auto* b = blocks_out<BlockQ5_1>(dst);
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < kQK; ++j) {
-      lo = std::min(lo, x[j]);
-      hi = std::max(hi, x[j]);
-    }
+    float lo, hi;
+    block_range(x, kQK, lo, hi);
     const float d = (hi - lo) / 31;
     const float id = d != 0 ? 1 / d : 0;
     b[i].d = f2h(d);
