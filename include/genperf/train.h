@@ -19,7 +19,6 @@
 #include <string_view>
 #include <vector>
 
-#include "genperf/json.h"
 #include "genperf/checkpoint.h"
 #include "genperf/json.h"
 #include "genperf/llama_config.h"
@@ -32,9 +31,20 @@ const char* attention_mode_name(AttentionMode m);
 // "naive" or "flash"; throws genperf::Error otherwise.
 AttentionMode parse_attention_mode(std::string_view s);
 
+// Compute precision of the training matmuls. Bf16: operands rounded to bf16, products
+// accumulated in f32, master weights, gradients and optimizer state in f32 (mixed precision).
+// Where the CPU lacks AVX512-BF16, Bf16 falls back to F32 (effective_precision says which ran).
+enum class Precision : uint8_t { F32 = 0, Bf16 = 1 };
+const char* precision_name(Precision p);
+// "f32" or "bf16"; throws genperf::Error otherwise.
+Precision parse_precision(std::string_view s);
+// The precision that actually runs on this CPU for a requested one.
+Precision effective_precision(Precision requested);
+
 struct TrainOptions {
   AttentionMode attention = AttentionMode::Flash;
   bool checkpoint_layers = false;  // recompute each layer's forward in backward
+  Precision precision = Precision::F32;
 };
 
 // One parameter tensor inside the flat buffers (offset and numel in floats).
@@ -43,6 +53,12 @@ struct ParamInfo {
   std::vector<int64_t> shape;
   size_t offset = 0, numel = 0;
   bool decay = false;  // weight decay applies: matrices yes, norm weights and biases no
+};
+
+// A range of the flat buffer and whether weight decay applies to it.
+struct ParamSegment {
+  size_t offset = 0, count = 0;
+  bool decay = true;
 };
 
 // Bytes held between forward and backward, by component, for one micro-batch shape.
@@ -89,6 +105,12 @@ class TrainModel {
   Tensor param(const std::string& name) const;  // throws when absent
   Tensor grad(const std::string& name) const;
 
+  // What the optimizer updates: all parameters in full training; only the adapters once LoRA
+  // is on. Checkpoints save these with the optimizer state.
+  std::span<float> trainable_params();
+  std::span<float> trainable_grads();
+  std::vector<ParamSegment> trainable_segments() const;
+
   // tokens and targets are [B, T] row-major; target -1 excludes a position from the loss (e.g.
   // prompt tokens). Returns the mean cross-entropy over scored positions (0 when none is) and
   // saves the activations backward needs.
@@ -119,11 +141,6 @@ class TrainModel {
 // ------------------------------------------------------------------------------------------
 // Optimization
 
-// A range of the flat buffer and whether weight decay applies to it.
-struct ParamSegment {
-  size_t offset = 0, count = 0;
-  bool decay = true;
-};
 // Segments of a model's parameters (from ParamInfo::decay).
 std::vector<ParamSegment> param_segments(const TrainModel& m);
 

@@ -21,6 +21,18 @@ AttentionMode parse_attention_mode(std::string_view s) {
   fail("[train] unknown attention mode '", s, "': expected naive or flash");
 }
 
+const char* precision_name(Precision p) { return p == Precision::Bf16 ? "bf16" : "f32"; }
+
+Precision parse_precision(std::string_view s) {
+  if (s == "f32") return Precision::F32;
+  if (s == "bf16") return Precision::Bf16;
+  fail("[train] unknown precision '", s, "': expected f32 or bf16");
+}
+
+Precision effective_precision(Precision requested) {
+  return requested == Precision::Bf16 && cpu_features().avx512_bf16 ? Precision::Bf16 : Precision::F32;
+}
+
 size_t ActivationMemory::total() const {
   return residual + norms + qkv + attention + attention_scores + mlp + logits + backward +
          attention_backward;
@@ -196,6 +208,10 @@ Checkpoint TrainModel::to_checkpoint(DType dtype) const {
   ck.tensors = tensors(dtype);
   return ck;
 }
+
+std::span<float> TrainModel::trainable_params() { return params(); }
+std::span<float> TrainModel::trainable_grads() { return grads(); }
+std::vector<ParamSegment> TrainModel::trainable_segments() const { return param_segments(*this); }
 
 std::vector<ParamSegment> param_segments(const TrainModel& m) {
   std::vector<ParamSegment> s;

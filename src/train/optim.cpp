@@ -98,10 +98,10 @@ StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> mic
     m.backward(scale);
   }
   r.loss /= double(micro.size());
-  r.grad_norm = clip_grad_norm(m.grads(), max_grad_norm);
+  r.grad_norm = clip_grad_norm(m.trainable_grads(), max_grad_norm);
   r.lr = lr;
-  const auto segments = param_segments(m);
-  opt.step(m.params(), m.grads(), segments, lr);
+  const auto segments = m.trainable_segments();
+  opt.step(m.trainable_params(), m.trainable_grads(), segments, lr);
   return r;
 }
 
