@@ -13,6 +13,8 @@ class Progress {
   ~Progress();
   void update(int64_t done, const std::string& extra = "");
   void finish();
+  // Erases the bar so a line can be printed; the next update draws it again.
+  void clear();
 
  private:
   std::string label_;

@@ -33,6 +33,13 @@ void Progress::update(int64_t done, const std::string& extra) {
   std::fflush(stderr);
 }
 
+void Progress::clear() {
+  if (!enabled_ || finished_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  last_ = {};  // redraw at the next update
+}
+
 void Progress::finish() {
   if (!enabled_ || finished_) return;
   finished_ = true;

@@ -36,15 +36,16 @@ constexpr GgmlType kGgmlTypes[] = {
 };
 // clang-format on
 
-// ggml ids of the types genperf reads and writes.
-struct ReadableType {
-  uint32_t id;
-  DType dtype;
-};
-constexpr ReadableType kReadable[] = {
-    {0, DType::F32},  {1, DType::F16},  {30, DType::BF16}, {26, DType::I32}, {8, DType::Q8_0}, {2, DType::Q4_0},
-    {3, DType::Q4_1}, {6, DType::Q5_0}, {7, DType::Q5_1}, {12, DType::Q4_K}, {13, DType::Q5_K}, {14, DType::Q6_K},
-};
+// The genperf type that ggml id `id` reads as: the traits row whose ggml_type is id (the traits
+// table is the one place that maps genperf types to ggml ids). False when genperf has none.
+bool readable_dtype(uint32_t id, DType* out) {
+  for (size_t i = 0; i < size_t(DType::COUNT); ++i)
+    if (traits(DType(i)).ggml_type == int64_t(id)) {
+      *out = DType(i);
+      return true;
+    }
+  return false;
+}
 
 template <typename... Args>
 [[noreturn]] void gguf_error(const MmapFile& f, Args&&... what) {
@@ -410,9 +411,13 @@ const GgmlType* ggml_type(uint32_t id) {
 }
 
 uint32_t ggml_type_id(DType t) {
-  for (const auto& r : kReadable)
-    if (r.dtype == t) return r.id;
-  fail("[gguf] type ", dtype_name(t), " has no GGUF equivalent in genperf yet");
+  const auto& tr = traits(t);
+  if (tr.ggml_type < 0)
+    fail("[gguf] type ", tr.name, " is not a ggml type, so GGUF cannot hold it (FP8 weights go to safetensors)");
+  const GgmlType* g = ggml_type(uint32_t(tr.ggml_type));
+  GP_CHECK(g && g->block_size == tr.block_size && g->block_bytes == tr.block_bytes, "[gguf] type ", tr.name,
+           ": the traits row and ggml's type ", tr.ggml_type, " disagree on the block geometry");
+  return uint32_t(tr.ggml_type);
 }
 
 // ---- reading ----
@@ -692,8 +697,8 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 Tensor GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* t = find_tensor(name);
   if (!t) gguf_error(*file_, "no tensor named '", name, "'");
-  for (const auto& r : kReadable)
-    if (r.id == t->type_id) return tensor_from_file(file_, size_t(t->offset), t->shape, r.dtype);
+  DType dtype;
+  if (readable_dtype(t->type_id, &dtype)) return tensor_from_file(file_, size_t(t->offset), t->shape, dtype);
   gguf_error(*file_, "tensor ", t->name, " has type ", ggml_type(t->type_id)->name, " (id ", t->type_id,
              ") which genperf cannot read yet");
 }
@@ -726,6 +731,8 @@ void GgufWriter::add_tensor(const std::string& name, const Tensor& t) {
   const std::string context = cat("[gguf] tensor '", name, "'");
   GP_CHECK(!name.empty() && name.size() <= 63, context, ": names are 1 to 63 bytes");
   for (const auto& [n, _] : tensors_) GP_CHECK(n != name, context, " added twice");
+  GP_CHECK(traits(t.dtype()).ggml_type >= 0, context, ": type ", dtype_name(t.dtype()),
+           " is not a ggml type, so GGUF cannot hold it (FP8 weights go to safetensors)");
   Tensor c = contiguous_cpu(t, context);
   ggml_type_id(c.dtype());  // fails early for types GGUF cannot hold here
   tensors_.emplace_back(name, std::move(c));

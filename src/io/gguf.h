@@ -96,8 +96,9 @@ struct GgmlType {
 };
 // The row for a ggml type id, or nullptr when the id is unknown (or was removed from GGUF).
 const GgmlType* ggml_type(uint32_t id);
-// The ggml id for a genperf type (F32 0, F16 1, BF16 30, I32 26, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7,
-// Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14); Error for others.
+// The ggml id for a genperf type: traits(t).ggml_type (F32 0, F16 1, BF16 30, I32 26, Q4_0 2,
+// Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14); Error for the types
+// ggml does not have (the FP8 ones, ggml_type -1).
 uint32_t ggml_type_id(DType t);
 
 struct GgufTensorInfo {
@@ -143,7 +144,7 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensor_infos() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   // A zero-copy tensor of type F32, F16, BF16, I32 or one of the quantized DTypes (Q8_0, Q4_0,
-  // Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the blocks as stored). Other ggml types are an Error saying
+  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: the blocks as stored). Other ggml types are an Error saying
   // genperf cannot read them yet; so is a missing name.
   Tensor tensor(std::string_view name) const;
 

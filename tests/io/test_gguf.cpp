@@ -287,15 +287,15 @@ TEST(Gguf, HostileTensorInfos) {
   has(parse_error(short_file.s), "past the end of the file");
 
   // A known type genperf cannot read yet: the file opens, the tensor is a named error.
-  const std::string q2k = one_tensor({256, 2}, 10, 0, 168);
-  const GgufFile g = GgufFile::parse(MmapFile::from_bytes("q.gguf", q2k.data(), q2k.size()));
-  EXPECT_EQ(g.tensor_infos()[0].bytes, 168u);
+  const std::string iq2 = one_tensor({256, 2}, 16, 0, 132);  // IQ2_XXS: 66 bytes per 256
+  const GgufFile g = GgufFile::parse(MmapFile::from_bytes("q.gguf", iq2.data(), iq2.size()));
+  EXPECT_EQ(g.tensor_infos()[0].bytes, 132u);
   EXPECT_EQ(g.tensor_infos()[0].shape, (std::vector<int64_t>{2, 256}));
   try {
     g.tensor("w");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "[gguf] q.gguf: tensor w has type Q2_K (id 10) which genperf cannot read yet");
+    EXPECT_STREQ(e.what(), "[gguf] q.gguf: tensor w has type IQ2_XXS (id 16) which genperf cannot read yet");
   }
 }
 

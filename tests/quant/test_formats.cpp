@@ -2,6 +2,7 @@
 // error of the reference quantizers, idempotence, tensors and GGUF round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,8 +21,8 @@ using namespace genperf;
 
 namespace {
 
-const DType kQuant[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                        DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kQuant[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const DType kSimple[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
 
 std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
@@ -75,6 +76,16 @@ Grid grid_of(DType t, const uint8_t* blk, int e) {
       uint8_t sc, mn;
       unpack_scale_min_k4(b->scales, e / 32, &sc, &mn);
       return {hf(b->d) * sc, -(hf(b->dmin) * mn), 0, t == DType::Q4_K ? 15 : 31, false};
+    }
+    case DType::Q2_K: {
+      auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+      const uint8_t sc = b->scales[e / 16];
+      return {hf(b->d) * (sc & 15), -(hf(b->dmin) * (sc >> 4)), 0, 3, false};
+    }
+    case DType::Q3_K: {
+      auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+      const float a = hf(b->d) * unpack_scale_q3_k(b->scales, e / 16);
+      return {a, -4 * a, 0, 7, false};
     }
     case DType::Q6_K: {
       auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
@@ -159,7 +170,8 @@ TEST(QuantFormats, TraitsRows) {
   const Row rows[] = {{DType::Q8_0, "q8_0", "Q8_0", 32, 34},   {DType::Q4_0, "q4_0", "Q4_0", 32, 18},
                       {DType::Q4_1, "q4_1", "Q4_1", 32, 20},   {DType::Q5_0, "q5_0", "Q5_0", 32, 22},
                       {DType::Q5_1, "q5_1", "Q5_1", 32, 24},   {DType::Q4_K, "q4_k", "Q4_K", 256, 144},
-                      {DType::Q5_K, "q5_k", "Q5_K", 256, 176}, {DType::Q6_K, "q6_k", "Q6_K", 256, 210}};
+                      {DType::Q5_K, "q5_k", "Q5_K", 256, 176}, {DType::Q6_K, "q6_k", "Q6_K", 256, 210},
+                      {DType::Q2_K, "q2_k", "Q2_K", 256, 84},  {DType::Q3_K, "q3_k", "Q3_K", 256, 110}};
   for (const auto& r : rows) {
     const auto& tr = traits(r.t);
     EXPECT_STREQ(tr.name, r.name);
@@ -175,9 +187,24 @@ TEST(QuantFormats, TraitsRows) {
     // The GGUF table agrees on the block geometry.
     const GgmlType* g = ggml_type(ggml_type_id(r.t));
     ASSERT_NE(g, nullptr);
+    EXPECT_EQ(int64_t(g->id), int64_t(tr.ggml_type));
     EXPECT_STREQ(g->name, r.upper);
     EXPECT_EQ(g->block_size, r.bs);
     EXPECT_EQ(g->block_bytes, r.bb);
+  }
+  // The ids of ggml.h's enum ggml_type.
+  EXPECT_EQ(traits(DType::Q2_K).ggml_type, 10);
+  EXPECT_EQ(traits(DType::Q3_K).ggml_type, 11);
+  EXPECT_EQ(traits(DType::Q4_K).ggml_type, 12);
+  EXPECT_EQ(traits(DType::BF16).ggml_type, 30);
+  // Every row has both conversions and a row quantizer; the non-ggml rows say so.
+  for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
+    const auto& tr = traits(DType(i));
+    EXPECT_NE(tr.quantize, nullptr) << tr.name;
+    EXPECT_EQ(parse_dtype(tr.name), DType(i)) << tr.name;
+    if (tr.ggml_type < 0) {
+      EXPECT_THROW(ggml_type_id(DType(i)), Error) << tr.name;
+    }
   }
   EXPECT_EQ(parse_dtype("f16"), DType::F16);
   EXPECT_THROW(parse_dtype("q4_2"), Error);
@@ -313,6 +340,66 @@ TEST(QuantFormats, HandBlockQ6_K) {
   }
 }
 
+TEST(QuantFormats, HandBlockQ2_K) {
+  // 84 bytes: scales[16] (scale in the low nibble, min in the high), qs[64], d, dmin (f16).
+  uint8_t raw[84];
+  int sc[16], mn[16];
+  for (int j = 0; j < 16; ++j) {
+    sc[j] = (j * 5 + 3) % 16;
+    mn[j] = (j * 7 + 1) % 16;
+    raw[j] = uint8_t(sc[j] | (mn[j] << 4));
+  }
+  for (int i = 0; i < 64; ++i) raw[16 + i] = uint8_t(i * 37 + 11);
+  const uint16_t d = h(0.5f), dmin = h(0.25f);
+  std::memcpy(raw + 80, &d, 2);
+  std::memcpy(raw + 82, &dmin, 2);
+  float y[256];
+  quant::dequantize_q2_k(raw, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    // Half hf = e / 128 uses qs[32hf ..]; element 32k + l of the half is bits 2k..2k+1 of qs[l].
+    const int hf_ = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int q = (raw[16 + 32 * hf_ + l] >> (2 * k)) & 3;
+    EXPECT_EQ(y[e], 0.5f * sc[e / 16] * q - 0.25f * mn[e / 16]) << e;
+  }
+  // A few worked by hand: e 0: qs[0] = 11 -> q 3, scale 3, min 1; e 32: (11 >> 2) & 3 = 2, sub-block
+  // 2 (scale 13, min 15); e 128: qs[32] = 171 -> 3, sub-block 8 (11, 9); e 255: qs[63] = 38 >> 6 = 0,
+  // sub-block 15 (14, 10).
+  EXPECT_EQ(y[0], 4.25f);
+  EXPECT_EQ(y[32], 9.25f);
+  EXPECT_EQ(y[128], 14.25f);
+  EXPECT_EQ(y[255], -2.5f);
+}
+
+TEST(QuantFormats, HandBlockQ3_K) {
+  // 110 bytes: hmask[32], qs[64], scales[12], d (f16). Sixteen signed 6-bit scales, stored +32:
+  // the low 4 bits of scale j in byte j % 8 (low nibble for j < 8, high for j >= 8), the top 2
+  // bits in byte 8 + j % 4 at bit 2 (j / 4). These bytes were packed by hand from that rule.
+  const int s[16] = {-32, -1, 0, 1, 31, 5, -7, 12, 20, -20, 3, -3, 8, -8, 15, -16};
+  const uint8_t packed[12] = {64, 207, 48, 209, 143, 133, 249, 12, 188, 73, 166, 90};
+  uint8_t raw[110];
+  for (int i = 0; i < 32; ++i) raw[i] = uint8_t(i * 29 + 7);       // hmask
+  for (int i = 0; i < 64; ++i) raw[32 + i] = uint8_t(i * 53 + 3);  // qs
+  std::memcpy(raw + 96, packed, 12);
+  const uint16_t d = h(0.25f);
+  std::memcpy(raw + 108, &d, 2);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(quant::unpack_scale_q3_k(packed, j), s[j]) << j;
+  float y[256];
+  quant::dequantize_q3_k(raw, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    // Low 2 bits as Q2_K; the third bit of element e is bit e / 32 of hmask[e % 32]; q - 4.
+    const int hf_ = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int low = (raw[32 + 32 * hf_ + l] >> (2 * k)) & 3;
+    const int high = (raw[e % 32] >> (e / 32)) & 1;
+    EXPECT_EQ(y[e], 0.25f * s[e / 16] * (low + 4 * high - 4)) << e;
+  }
+  // By hand: e 0: qs[0] = 3 -> 3, hmask[0] = 7 bit 0 set -> q 3, scale -32; e 1: qs[1] = 56 -> 0,
+  // hmask[1] = 36 bit 0 clear -> q -4; e 201: qs[41] = 128 -> (128 >> 4) & 3 = 0, hmask[9] = 12
+  // bit 6 clear -> -4, scale 8.
+  EXPECT_EQ(y[0], -24.f);
+  EXPECT_EQ(y[1], 32.f);
+  EXPECT_EQ(y[201], -8.f);
+}
+
 // ---- reference quantizers ----
 
 TEST(QuantFormats, ReconstructionWithinStep) {
@@ -350,6 +437,12 @@ TEST(QuantFormats, ReconstructionWithinStep) {
   };
   for (const auto& c : cases)
     for (DType t : kQuant) check_reconstruction(t, c.x, c.name);
+  // A single block of each format (Gaussian with one outlier).
+  for (DType t : kQuant) {
+    std::vector<float> one = make(size_t(traits(t).block_size), [&](size_t) { return normal(rng); });
+    one[one.size() / 3] = 25.f;
+    check_reconstruction(t, one, "one block");
+  }
   // All-zero and constant input decode exactly.
   for (DType t : kQuant) {
     const auto z = dequantize(t, quantize(t, cases[4].x), int64_t(n));
@@ -371,7 +464,8 @@ TEST(QuantFormats, ErrorLevelsOnGaussianWeights) {
   // Relative RMS error on Gaussian weights (measured: see the printout); the K-quants beat the
   // simple formats of the same width.
   const Limit limits[] = {{DType::Q8_0, 0.0065}, {DType::Q4_0, 0.10}, {DType::Q4_1, 0.09}, {DType::Q5_0, 0.05},
-                          {DType::Q5_1, 0.045}, {DType::Q4_K, 0.08}, {DType::Q5_K, 0.04}, {DType::Q6_K, 0.02}};
+                          {DType::Q5_1, 0.045}, {DType::Q2_K, 0.40}, {DType::Q3_K, 0.20}, {DType::Q4_K, 0.08},
+                          {DType::Q5_K, 0.04},  {DType::Q6_K, 0.02}};
   for (const auto& l : limits) {
     const double e = rel_rms_error(l.t, x);
     std::printf("%s relative rms error %.5f\n", traits(l.t).name, e);
@@ -397,7 +491,7 @@ TEST(QuantFormats, RequantizingIsStable) {
   // The K-quants: a second pass decodes to the same values within a small fraction of the step.
   std::vector<float> xk(256 * 8);
   for (auto& v : xk) v = normal(rng);
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const auto y1 = dequantize(t, quantize(t, xk), int64_t(xk.size()));
     const auto y2 = dequantize(t, quantize(t, y1), int64_t(xk.size()));
     double e = 0, s = 0;
@@ -413,7 +507,9 @@ TEST(QuantFormats, RequantizingIsStable) {
 // ---- tensors ----
 
 TEST(QuantFormats, TensorsAndSlices) {
-  for (DType t : kQuant) {
+  std::vector<DType> types(std::begin(kQuant), std::end(kQuant));
+  types.insert(types.end(), {DType::F8_E4M3_B32, DType::F8_E5M2_B32});
+  for (DType t : types) {
     const auto& tr = traits(t);
     const int64_t bs = tr.block_size;
     Tensor z = Tensor::zeros({3, 4 * bs}, t);
@@ -452,7 +548,13 @@ TEST(QuantFormats, GgufRoundTripBitExact) {
   const std::string path = dir.path() + "/q.gguf";
   GgufWriter w(32);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (DType t : kQuant) {
+  // Every ggml row of the traits table: the block formats first, then the plain types.
+  std::vector<DType> types(std::begin(kQuant), std::end(kQuant));
+  for (size_t i = 0; i < size_t(DType::COUNT); ++i)
+    if (traits(DType(i)).ggml_type >= 0 && std::find(types.begin(), types.end(), DType(i)) == types.end())
+      types.push_back(DType(i));
+  EXPECT_EQ(types.size(), 14u);
+  for (DType t : types) {
     const int64_t bs = traits(t).block_size;
     Tensor q = Tensor::zeros({3, 2 * bs}, t);
     std::vector<float> x(size_t(q.numel()));
@@ -479,7 +581,7 @@ TEST(QuantFormats, GgufRoundTripBitExact) {
   EXPECT_EQ(static_cast<const uint8_t*>(r.raw()), base + g.find_tensor("w.q4_k")->offset);
 
   // Change the type id of one tensor: a removed/unknown id is a parse error; a known type genperf
-  // does not read (Q2_K, id 10, whose blocks fit in the same bytes) opens but cannot be read.
+  // does not read (IQ2_XXS, id 16, whose blocks fit in the same bytes) opens but cannot be read.
   std::string bytes = genperf::testing::read_bytes(path);
   const std::string name = "w.q6_k";
   const size_t at = bytes.find(name);
@@ -503,13 +605,31 @@ TEST(QuantFormats, GgufRoundTripBitExact) {
           << e.what();
     }
   }
-  const std::string q2k = with_id(10);
-  const GgufFile g2 = GgufFile::parse(MmapFile::from_bytes("q2.gguf", q2k.data(), q2k.size()));
+  const std::string iq2 = with_id(16);
+  const GgufFile g2 = GgufFile::parse(MmapFile::from_bytes("iq2.gguf", iq2.data(), iq2.size()));
   try {
     g2.tensor(name);
-    ADD_FAILURE() << "Q2_K read";
+    ADD_FAILURE() << "IQ2_XXS read";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "[gguf] q2.gguf: tensor w.q6_k has type Q2_K (id 10) which genperf cannot read yet");
+    EXPECT_STREQ(e.what(),
+                 "[gguf] iq2.gguf: tensor w.q6_k has type IQ2_XXS (id 16) which genperf cannot read yet");
   }
   EXPECT_TRUE(genperf::testing::same_bytes(g2.tensor("w.q8_0"), tensors[0].second));
+}
+
+TEST(QuantFormats, GgufRefusesFp8) {
+  GgufWriter w(32);
+  for (DType t : {DType::F8_E4M3, DType::F8_E5M2, DType::F8_E4M3_B32, DType::F8_E5M2_B32}) {
+    const Tensor q = Tensor::zeros({2, 64}, t);
+    try {
+      w.add_tensor("w", q);
+      ADD_FAILURE() << dtype_name(t) << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("[gguf] tensor 'w': type ") + dtype_name(t) +
+                                           " is not a ggml type, so GGUF cannot hold it (FP8 weights go to "
+                                           "safetensors)");
+    }
+    EXPECT_EQ(traits(t).ggml_type, -1);
+    EXPECT_THROW(ggml_type_id(t), Error);
+  }
 }

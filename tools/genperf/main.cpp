@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "args.h"
+#include "common.h"
 #include "genperf/bench.h"
 #include "genperf/bench_train.h"
 #include "bench/peaks.h"
@@ -18,30 +18,13 @@
 #include "genperf/runtime.h"
 
 using namespace genperf;
-using cli::Args;
-using cli::OptionSpec;
+using namespace genperf::cli;
+
+namespace genperf::cli {
+std::string g_command;
+}
 
 namespace {
-
-std::string g_command;  // the exact command line, for provenance
-
-const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_THREADS, OMP_NUM_THREADS or all cores)", "", false, true};
-const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
-const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
-const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char ch : s) {
-    if (ch == sep) out.emplace_back();
-    else out.back() += ch;
-  }
-  return out;
-}
-
-void apply_common(const Args& a) {
-  if (a.has("threads")) set_num_threads(int(a.integer("threads")));
-}
 
 LlamaModel load_model(const std::string& spec, const Args& a) {
   if (spec.rfind("random:", 0) == 0) {
@@ -51,12 +34,6 @@ LlamaModel load_model(const std::string& spec, const Args& a) {
   return LlamaModel(load_checkpoint(spec));
 }
 
-bool run_help(const Args& a) {
-  if (a.help()) std::fputs(a.usage().c_str(), stdout);
-  return a.help();
-}
-
-void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
 int cmd_generate(int argc, char** argv) {
   Args a("generate",
@@ -355,6 +332,8 @@ void usage(FILE* f) {
       "  eval ppl|mc|kl  perplexity, multiple-choice accuracy, KL divergence from a reference\n"
       "  bench infer     prefill/decode speed and memory against this machine's floors\n"
       "  bench train     training step speed, MFU and memory (naive or flash attention)\n"
+      "  train           train a model from scratch on text (and its SentencePiece tokenizer)\n"
+      "  finetune        fine-tune a model (full or LoRA) on text or prompt/response JSONL\n"
       "  convert         write a checkpoint as GGUF\n"
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n",
@@ -377,6 +356,8 @@ int main(int argc, char** argv) {
     if (verb == "convert") return cmd_convert(argc, argv);
     if (verb == "random-model") return cmd_random_model(argc, argv);
     if (verb == "info") return cmd_info(argc, argv);
+    if (verb == "train") return cmd_train(argc, argv);
+    if (verb == "finetune") return cmd_finetune(argc, argv);
     std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
     usage(stderr);
     return 2;

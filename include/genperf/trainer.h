@@ -1,0 +1,84 @@
+// The training loop shared by `genperf train` and `genperf finetune`: batches from a DataLoader,
+// gradient accumulation, the learning-rate schedule, clipping and AdamW (train_step), periodic
+// validation, a JSON-lines log of losses, and resumable training state.
+//
+// Resumption is exact: all randomness of training is counter-based (the data order from
+// (seed, epoch), LoRA dropout from (seed, step)), so the state is the trainable parameters, the
+// AdamW moments and step count, the data position and the step. A run resumed from step k gives
+// the same losses, bit for bit, as one that never stopped, on the same thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "genperf/json.h"
+#include "genperf/train.h"
+#include "genperf/train_data.h"
+
+namespace genperf {
+
+struct TrainerConfig {
+  int64_t batch = 8;        // sequences per micro-batch
+  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  int64_t steps = 1000;     // optimizer steps in all
+  LrSchedule schedule;      // total_steps is set to `steps`
+  AdamWOptions adamw;
+  double clip = 1.0;        // global gradient-norm clip (<= 0: none)
+  int64_t eval_every = 0;   // validation loss every N steps and at the end (0: only at the end)
+  int64_t eval_batches = 0; // validation micro-batches per evaluation (0: the whole set)
+  int64_t save_every = 0;   // training state every N steps (0: only at the end)
+  uint64_t seed = 1;        // data order
+};
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  double loss = 0, grad_norm = 0, tokens_per_s = 0, elapsed_s = 0;
+  float lr = 0;
+  Json to_json() const;
+};
+
+class Trainer {
+ public:
+  // The model, data and validation set must outlive the trainer; validation may be empty.
+  Trainer(TrainModel& model, const TokenSequences& train, const TokenSequences& validation,
+          TrainerConfig config);
+
+  // Loads training state written by save_state: checks that it belongs to this model shape,
+  // trainable-parameter count and data; refuses a truncated or foreign file with a clear error.
+  void load_state(const std::string& path);
+  // Writes the state atomically (temporary name, then rename).
+  void save_state(const std::string& path);
+
+  // Runs optimizer steps until `until` (at most config.steps); calls on_step after each step
+  // and on_eval after each validation. Saves state to state_path every save_every steps and at
+  // the end when state_path is not empty.
+  struct Callbacks {
+    std::function<void(const StepRecord&)> on_step;
+    std::function<void(int64_t step, double val_loss)> on_eval;
+  };
+  void run(int64_t until, const std::string& state_path, const Callbacks& cb);
+
+  // Mean loss over the validation set (or its first eval_batches micro-batches), in order.
+  double validation_loss();
+
+  int64_t step() const { return step_; }
+  const TrainerConfig& config() const { return config_; }
+  DataPosition data_position() const { return loader_.position(); }
+  int64_t tokens_per_step() const;
+
+ private:
+  TrainModel& model_;
+  const TokenSequences& train_;
+  const TokenSequences& validation_;
+  TrainerConfig config_;
+  DataLoader loader_;
+  AdamW opt_;
+  int64_t step_ = 0;
+  std::vector<std::vector<int32_t>> tok_, tgt_;  // per micro-batch
+};
+
+// A fingerprint of token data (FNV-1a over tokens and targets), to refuse resuming on other data.
+uint64_t data_fingerprint(const TokenSequences& d);
+
+}  // namespace genperf

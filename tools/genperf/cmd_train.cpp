@@ -1,0 +1,292 @@
+// `genperf train` and `genperf finetune`: argument parsing and output files around the library's
+// Trainer. An output directory holds the exported model (HF format), the resumable training state
+// (train_state.safetensors), the loss log (train_log.jsonl, one JSON record a line) and the run's
+// arguments and provenance (train_run.json).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common.h"
+#include "genperf/bench.h"
+#include "genperf/checkpoint.h"
+#include "genperf/error.h"
+#include "genperf/fileio.h"
+#include "genperf/llama.h"
+#include "genperf/progress.h"
+#include "genperf/trainer.h"
+
+namespace genperf::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Options both verbs take.
+std::vector<OptionSpec> training_options(const char* lr, const char* steps, const char* val_fraction) {
+  return {{"out", "output directory: model, train_state.safetensors, train_log.jsonl, train_run.json"},
+          {"seq", "tokens per sequence", "256"},
+          {"batch", "sequences per micro-batch", "8"},
+          {"grad-accum", "micro-batches per optimizer step", "1"},
+          {"steps", "optimizer steps", steps},
+          {"lr", "peak learning rate", lr},
+          {"min-lr", "final learning rate of the cosine decay (default: lr / 10)", "", false, true},
+          {"warmup", "linear warm-up steps", "0"},
+          {"weight-decay", "AdamW decoupled weight decay", "0.1"},
+          {"beta2", "AdamW beta2", "0.95"},
+          {"clip", "gradient clipping by global norm (0: none)", "1.0"},
+          {"val-fraction", "fraction of sequences held out for validation", val_fraction},
+          {"eval-every", "validation loss every N steps (0: only at the end)", "0"},
+          {"eval-batches", "validation batches per evaluation (0: all)", "0"},
+          {"save-every", "write the training state every N steps (0: only at the end)", "0"},
+          {"stop-at", "stop after this step with the state saved (to split a run; --resume continues)", "", false, true},
+          {"resume", "continue from <out>/train_state.safetensors", "", true},
+          {"seed", "data order and validation split", "1"},
+          {"attn", "attention: naive or flash", "flash"},
+          {"precision", "compute precision: f32 or bf16 (bf16 needs AVX512-BF16; f32 otherwise)", "f32"},
+          {"checkpoint-layers", "recompute each layer's forward in backward (less memory)", "", true},
+          {"dtype", "weight type of the exported model (f32, f16, bf16)", "bf16"},
+          {"log-every", "print a line every N steps", "10"},
+          kThreads,
+          kJson};
+}
+
+std::vector<OptionSpec> concat(std::vector<OptionSpec> a, const std::vector<OptionSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TrainerConfig trainer_config(const Args& a) {
+  TrainerConfig c;
+  c.batch = a.integer("batch");
+  c.grad_accum = a.integer("grad-accum");
+  c.steps = a.integer("steps");
+  c.schedule.max_lr = float(a.number("lr"));
+  c.schedule.min_lr = a.has("min-lr") ? float(a.number("min-lr")) : c.schedule.max_lr / 10;
+  c.schedule.warmup_steps = a.integer("warmup");
+  c.adamw.weight_decay = float(a.number("weight-decay"));
+  c.adamw.beta2 = float(a.number("beta2"));
+  c.clip = a.number("clip");
+  c.eval_every = a.integer("eval-every");
+  c.eval_batches = a.integer("eval-batches");
+  c.save_every = a.integer("save-every");
+  c.seed = uint64_t(a.integer("seed"));
+  GP_CHECK(c.batch > 0 && c.grad_accum > 0 && c.steps > 0, "[train] --batch, --grad-accum and --steps must be positive");
+  GP_CHECK(c.schedule.max_lr > 0 && std::isfinite(c.schedule.max_lr), "[train] --lr must be positive");
+  GP_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps < c.steps, "[train] --warmup must be in [0, --steps)");
+  return c;
+}
+
+TrainOptions train_options(const Args& a) {
+  TrainOptions o;
+  o.attention = parse_attention_mode(a.str("attn"));
+  o.precision = effective_precision(parse_precision(a.str("precision")));
+  o.checkpoint_layers = a.flag("checkpoint-layers");
+  return o;
+}
+
+// Reads the log of an earlier run, keeping the records up to `step` (a resumed run rewrites what
+// came after its state).
+std::string log_prefix(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const Json j = Json::parse(line, path);
+    const Json* s = j.find("step");
+    if (s && s->as_number() <= double(step)) kept += line + "\n";
+  }
+  return kept;
+}
+
+struct RunFiles {
+  std::string dir, state, log, run;
+  explicit RunFiles(const std::string& d)
+      : dir(d), state(d + "/train_state.safetensors"), log(d + "/train_log.jsonl"), run(d + "/train_run.json") {}
+};
+
+// Runs the trainer with progress, a printed line every --log-every steps and the JSON log; then
+// exports the model. Returns the summary record.
+Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, const TokenSequences& val,
+                  const RunFiles& files, const std::vector<std::string>& extra_files, Json run_info) {
+  const TrainerConfig tc = trainer_config(a);
+  Trainer trainer(m, train, val, tc);
+  if (a.flag("resume")) {
+    GP_CHECK(fs::exists(files.state), "[train] --resume: ", files.state, " does not exist");
+    trainer.load_state(files.state);
+    std::fprintf(stderr, "resumed from %s at step %lld\n", files.state.c_str(), (long long)trainer.step());
+  }
+  const int64_t first = trainer.step();
+  const int64_t until = a.has("stop-at") ? std::min(tc.steps, a.integer("stop-at")) : tc.steps;
+  GP_CHECK(until > first || first == tc.steps, "[train] --stop-at ", until, " is not after the current step ", first);
+
+  // The run's record first, so an interrupted run still says how it was started.
+  run_info["command"] = g_command;
+  run_info["provenance"] = provenance(g_command).to_json();
+  run_info["train_sequences"] = train.size();
+  run_info["validation_sequences"] = val.size();
+  run_info["tokens_per_step"] = trainer.tokens_per_step();
+  run_info["parameters"] = int64_t(m.num_params());
+  run_info["trainable_parameters"] = int64_t(m.trainable_params().size());
+  write_file_atomic(files.run, run_info.dump(2) + "\n");
+
+  std::string log = a.flag("resume") ? log_prefix(files.log, first) : "";
+  write_file_atomic(files.log, log);
+  std::ofstream log_out(files.log, std::ios::app);
+  const bool quiet = a.flag("json");
+  const int64_t log_every = std::max<int64_t>(1, a.integer("log-every"));
+  Progress progress(a.str("out"), until - first);
+  double last_loss = NAN, last_val = NAN, tok_s_sum = 0;
+  int64_t tok_s_n = 0;
+  Trainer::Callbacks cb;
+  cb.on_step = [&](const StepRecord& r) {
+    last_loss = r.loss;
+    tok_s_sum += r.tokens_per_s;
+    ++tok_s_n;
+    log_out << r.to_json().dump() << "\n" << std::flush;
+    const double eta = r.elapsed_s / double(r.step - first) * double(until - r.step);
+    progress.update(r.step - first, cat("loss ", r.loss, " ", int64_t(r.tokens_per_s), " tok/s"));
+    if (!quiet && (r.step % log_every == 0 || r.step == until)) {
+      progress.clear();
+      std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %.0fs  ETA %.0fs\n",
+                  (long long)r.step, (long long)tc.steps, r.loss, double(r.lr), r.grad_norm, r.tokens_per_s,
+                  r.elapsed_s, eta);
+      std::fflush(stdout);
+    }
+  };
+  cb.on_eval = [&](int64_t step, double v) {
+    last_val = v;
+    log_out << Json(Json::Object{{"step", step}, {"val_loss", v}}).dump() << "\n" << std::flush;
+    if (!quiet) std::printf("step %lld  validation loss %.4f (ppl %.2f)\n", (long long)step, v, std::exp(v));
+  };
+  trainer.run(until, files.state, cb);
+  progress.finish();
+
+  Json summary = Json::Object{{"out", files.dir},
+                              {"step", trainer.step()},
+                              {"steps", tc.steps},
+                              {"final_loss", last_loss},
+                              {"mean_tokens_per_s", tok_s_n ? tok_s_sum / double(tok_s_n) : 0.0}};
+  if (!std::isnan(last_val)) summary["val_loss"] = last_val;
+  if (trainer.step() == tc.steps) {
+    const DType dt = parse_dtype(a.str("dtype"));
+    save_hf_checkpoint(files.dir, m.config(), m.tensors(dt), extra_files);
+    summary["model"] = files.dir;
+    summary["dtype"] = dtype_name(dt);
+  }
+  return summary;
+}
+
+void finish(const Args& a, const Json& summary) {
+  if (a.flag("json")) {
+    print_json(summary);
+    return;
+  }
+  if (const Json* m = summary.find("model"))
+    std::printf("wrote %s (%s weights)\n", m->as_string().c_str(), summary.find("dtype")->as_string().c_str());
+  else
+    std::printf("stopped at step %lld; continue with --resume\n", (long long)summary.find("step")->as_number());
+}
+
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  Args a("train",
+         concat({{"text", "training text, one document per line (comma-separated files)"},
+                 {"tokenizer", "SentencePiece model to use (default: train one on --text)", "", false, true},
+                 {"vocab-size", "vocabulary of the tokenizer trained on --text", "4096"},
+                 {"shape", "model shape (default, tiny, 110m)", "default"},
+                 {"ctx", "context length of the model (default: the shape's, at least --seq)", "", false, true},
+                 {"init-seed", "weight initialization seed", "1"}},
+                training_options("1e-3", "1000", "0.01")),
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  const RunFiles files(a.str("out"));
+  fs::create_directories(files.dir);
+  const std::vector<std::string> texts = split(a.str("text"), ',');
+  for (const auto& t : texts) GP_CHECK(fs::is_regular_file(t), "[train] ", t, ": no such text file");
+
+  // The tokenizer: given, or trained on the text (kept in the output directory, reused on resume).
+  const std::string tok_path = files.dir + "/tokenizer.model";
+  if (a.has("tokenizer")) {
+    if (fs::absolute(a.str("tokenizer")) != fs::absolute(tok_path)) fs::copy_file(a.str("tokenizer"), tok_path, fs::copy_options::overwrite_existing);
+  } else if (!(a.flag("resume") && fs::exists(tok_path))) {
+    if (!a.flag("json")) std::printf("training a SentencePiece tokenizer (%lld pieces) on %s\n", (long long)a.integer("vocab-size"), a.str("text").c_str());
+    train_sentencepiece(texts, tok_path, int(a.integer("vocab-size")), uint64_t(a.integer("seed")));
+  }
+  const auto tok = load_sentencepiece(tok_path);
+
+  LlamaConfig c = preset_config(a.str("shape"));
+  c.vocab_size = tok->vocab_size();
+  c.bos_token_ids = {tok->bos_id()};
+  c.eos_token_ids = {tok->eos_id()};
+  const int64_t T = a.integer("seq");
+  c.max_position_embeddings = a.has("ctx") ? a.integer("ctx") : std::max(c.max_position_embeddings, T);
+  c.torch_dtype = a.str("dtype") == "bf16" ? "bfloat16" : a.str("dtype") == "f16" ? "float16" : "float32";
+
+  std::string text;
+  for (const auto& t : texts) text += read_text_file(t) + "\n";
+  const TokenSequences all = pack_text(*tok, text, T, a.str("text"));
+  const DataSplit split = split_validation(all, a.number("val-fraction"), uint64_t(a.integer("seed")));
+  if (!a.flag("json"))
+    std::printf("data: %lld sequences of %lld tokens (%lld for training, %lld for validation)\n", (long long)all.size(),
+                (long long)T, (long long)split.train.size(), (long long)split.validation.size());
+
+  TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a));
+  if (!a.flag("json"))
+    std::printf("model: %s shape, %.2fM parameters, %s attention, %s\n", a.str("shape").c_str(), double(m.num_params()) / 1e6,
+                attention_mode_name(m.options().attention), precision_name(m.options().precision));
+  Json info = Json::Object{{"verb", "train"},
+                           {"text", a.str("text")},
+                           {"shape", a.str("shape")},
+                           {"init_seed", a.integer("init-seed")},
+                           {"seed", a.integer("seed")},
+                           {"config", Json::parse(hf_config_json(c))}};
+  const Json summary = run_training(a, m, split.train, split.validation, files, {tok_path}, info);
+  finish(a, summary);
+  return 0;
+}
+
+int cmd_finetune(int argc, char** argv) {
+  Args a("finetune",
+         concat({{"model", "the model to fine-tune: HF directory or .gguf file"},
+                 {"data", "prompt/response JSONL (loss on responses only)", "", false, true},
+                 {"text", "or plain text, one document per line", "", false, true},
+                 {"truncate", "cut records longer than --seq instead of failing", "", true}},
+                training_options("1e-4", "200", "0")),
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  GP_CHECK(a.has("data") != a.has("text"), "[finetune] give exactly one of --data (JSONL) or --text");
+  const RunFiles files(a.str("out"));
+  const std::string src = a.str("model");
+  Checkpoint ck = load_checkpoint(src);
+  GP_CHECK(ck.tokenizer, "[finetune] ", src, ": the model has no tokenizer");
+  const int64_t T = a.integer("seq");
+  GP_CHECK(T <= ck.config.max_position_embeddings, "[finetune] --seq ", T, " exceeds the model's context of ",
+           ck.config.max_position_embeddings);
+  const TokenSequences all = a.has("data") ? read_prompt_response(*ck.tokenizer, a.str("data"), T, a.flag("truncate"))
+                                           : pack_text(*ck.tokenizer, read_text_file(a.str("text")), T, a.str("text"));
+  const DataSplit split = split_validation(all, a.number("val-fraction"), uint64_t(a.integer("seed")));
+  if (!a.flag("json"))
+    std::printf("data: %lld sequences of %lld tokens, %lld scored (%lld for validation)\n", (long long)all.size(),
+                (long long)T, (long long)all.scored(), (long long)split.validation.size());
+  fs::create_directories(files.dir);
+  // Tokenizer files travel with the fine-tuned model.
+  std::vector<std::string> extra;
+  if (fs::is_directory(src))
+    for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
+      if (fs::exists(fs::path(src) / f) && fs::absolute(fs::path(src) / f) != fs::absolute(fs::path(files.dir) / f))
+        extra.push_back((fs::path(src) / f).string());
+  TrainModel m(ck, train_options(a));
+  Json info = Json::Object{{"verb", "finetune"},
+                           {"model", src},
+                           {"data", a.has("data") ? a.str("data") : a.str("text")},
+                           {"seed", a.integer("seed")}};
+  const Json summary = run_training(a, m, split.train, split.validation, files, extra, info);
+  finish(a, summary);
+  return 0;
+}
+
+}  // namespace genperf::cli

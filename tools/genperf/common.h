@@ -1,0 +1,45 @@
+// What the verbs of the genperf CLI share: common options, the command line for provenance,
+// and small helpers. Each verb file parses its arguments and calls the library.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "genperf/json.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cli {
+
+extern std::string g_command;  // the exact command line, for provenance
+
+inline const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_THREADS, OMP_NUM_THREADS or all cores)", "", false, true};
+inline const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
+inline const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
+inline const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (ch == sep) out.emplace_back();
+    else out.back() += ch;
+  }
+  return out;
+}
+
+inline void apply_common(const Args& a) {
+  if (a.has("threads")) set_num_threads(int(a.integer("threads")));
+}
+
+inline bool run_help(const Args& a) {
+  if (a.help()) std::fputs(a.usage().c_str(), stdout);
+  return a.help();
+}
+
+inline void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+// Verbs defined outside main.cpp.
+int cmd_train(int argc, char** argv);
+int cmd_finetune(int argc, char** argv);
+
+}  // namespace genperf::cli
