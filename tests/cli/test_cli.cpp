@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "common/test_util.h"
+#include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/json.h"
 
@@ -59,7 +61,8 @@ class Cli : public ::testing::Test {
 TempDir* Cli::dir_ = nullptr;
 
 TEST_F(Cli, HelpForEveryVerb) {
-  for (const char* v : {"generate", "eval ppl", "eval mc", "eval kl", "bench infer", "convert", "random-model", "info"}) {
+  for (const char* v : {"generate", "eval ppl", "eval mc", "eval kl", "bench infer", "convert", "random-model", "info",
+                        "train", "finetune"}) {
     Result r = gp(std::string(v) + " --help", tmp_);
     EXPECT_EQ(r.code, 0) << v;
     EXPECT_NE(r.out.find("usage: genperf"), std::string::npos) << v;
@@ -176,6 +179,61 @@ TEST_F(Cli, BadInputGivesClearErrors) {
   EXPECT_FALSE(fs::exists(tmp_ / "out.gguf"));
   for (const auto& e : fs::directory_iterator(tmp_.path()))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+}
+
+// Losses of a train_log.jsonl, by step.
+std::vector<std::string> logged_losses(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_text_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    const Json j = Json::parse(line);
+    if (const Json* l = j.find("loss")) out.push_back(cat(j.at("step").as_number(), " ", l->dump()));
+  }
+  return out;
+}
+
+TEST_F(Cli, TrainStopResumeAndFinetune) {
+  const std::string train = *dir_ / "train.txt";
+  const std::string common = "train --text " + train + " --vocab-size 400 --shape tiny --seq 32 --batch 4 --steps 6 "
+                             "--lr 3e-3 --warmup 1 --eval-every 3 --save-every 2 --threads 2 --dtype f32 --out ";
+  // Uninterrupted, and stopped at step 3 then resumed: the same losses, bit for bit.
+  Result whole = gp(common + (tmp_ / "whole") + " --json", tmp_);
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(Json::parse(whole.out).at("step").as_number(), 6);
+  Result first = gp(common + (tmp_ / "split") + " --stop-at 3", tmp_);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "split/model.safetensors"));  // not finished: no model yet
+  Result rest = gp(common + (tmp_ / "split") + " --resume", tmp_);
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const auto a = logged_losses(tmp_ / "whole/train_log.jsonl"), b = logged_losses(tmp_ / "split/train_log.jsonl");
+  ASSERT_EQ(a.size(), 6u);
+  EXPECT_EQ(a, b);
+  // The exported model serves: perplexity on held-out text, generation.
+  Result ppl = gp("eval ppl --model " + (tmp_ / "whole") + " --text " + (*dir_ / "eval.txt") + " --ctx 32 --json", tmp_);
+  ASSERT_EQ(ppl.code, 0) << ppl.err;
+  EXPECT_GT(Json::parse(ppl.out).at("ppl").as_number(), 1.0);
+
+  // Fine-tuning on prompt/response records.
+  write_file_atomic(tmp_ / "qa.jsonl", "{\"prompt\": \"Who made the light?\", \"response\": \" God.\"}\n"
+                                       "{\"prompt\": \"Where was the garden?\", \"response\": \" In Eden.\"}\n");
+  Result ft = gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") +
+                     " --seq 32 --batch 2 --steps 3 --lr 1e-3 --json --out " + (tmp_ / "ft"), tmp_);
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  EXPECT_TRUE(fs::exists(tmp_ / "ft/model.safetensors"));
+  EXPECT_TRUE(fs::exists(tmp_ / "ft/tokenizer.model"));
+  EXPECT_EQ(logged_losses(tmp_ / "ft/train_log.jsonl").size(), 3u);
+
+  // Bad input: a cut-short state, a malformed record, a missing state, a record too long.
+  fs::resize_file(tmp_ / "split/train_state.safetensors", fs::file_size(tmp_ / "split/train_state.safetensors") / 2);
+  expect_clean_failure(gp(common + (tmp_ / "split") + " --resume", tmp_), "train_state.safetensors");
+  write_file_atomic(tmp_ / "bad.jsonl", "{\"prompt\": \"x\", \"response\": \" y\"}\n{\"prompt\": 3}\n");
+  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "bad.jsonl") + " --out " + (tmp_ / "ft2"), tmp_),
+                       "bad.jsonl:2");
+  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --batch 2 --seq 32 --resume --out " + (tmp_ / "ft3"), tmp_),
+                       "train_state.safetensors");
+  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --seq 4 --out " + (tmp_ / "ft4"), tmp_),
+                       "qa.jsonl:1");
 }
 
 }  // namespace
