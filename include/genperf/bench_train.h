@@ -1,6 +1,8 @@
 // `genperf bench train`: the speed and memory of full training steps (bench/ uses train/,
 // never the reverse).
 #pragma once
+#include <optional>
+
 #include "genperf/bench.h"
 #include "genperf/train.h"
 
@@ -8,20 +10,24 @@ namespace genperf {
 
 struct TrainBenchOptions {
   int64_t batch = 1, seq = 512;
-  TrainOptions train;
+  TrainOptions train;  // precision: the requested one (the result reports the effective one)
+  std::optional<LoraConfig> lora;  // LoRA fine-tuning steps instead of full training
   int warmup = 1, reps = 3;
   uint64_t seed = 1;  // weights and tokens
 };
 
 struct TrainMemory {
-  size_t weights = 0, grads = 0, optimizer = 0;
+  size_t weights = 0, grads = 0, optimizer = 0;  // weights include LoRA adapters; grads and
+                                                 // optimizer state cover the trainable ones
   ActivationMemory activations;
   size_t total() const { return weights + grads + optimizer + activations.total(); }
 };
 
 struct TrainBenchResult {
   int64_t batch = 0, seq = 0;
-  TrainOptions train;
+  TrainOptions train;  // precision: the effective one
+  std::optional<LoraConfig> lora;
+  size_t trainable_params = 0;
   Stats step_seconds;  // one optimizer step: zero grads, forward, backward, clip, AdamW
   double tokens_per_s = 0;  // at the median
   double flops_per_step = 0, gflops = 0;  // train_step_flops; achieved at the median
@@ -31,7 +37,7 @@ struct TrainBenchResult {
 };
 
 // Times full training steps (train_step with one micro-batch, clipping at 1.0) of a randomly
-// initialized model of config c on random tokens. MFU is gflops over a measured GEMM peak.
+// initialized model of config c on random tokens (LoRA steps when o.lora is set). MFU is gflops over a measured GEMM peak.
 TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o);
 
 }  // namespace genperf

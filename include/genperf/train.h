@@ -1,7 +1,9 @@
-// Training Llama-family models on the CPU, in f32: a trainable model whose master parameters and
-// gradients live in one contiguous buffer each (named views with Hugging Face names), AdamW with
-// decoupled weight decay, warm-up plus cosine learning-rate schedule, gradient clipping by global
-// norm, gradient accumulation over micro-batches.
+// Training Llama-family models on the CPU, in f32 or mixed precision (bf16 matmul operands, f32
+// accumulation, master weights and optimizer state): a trainable model whose master parameters
+// and gradients live in one contiguous buffer each (named views with Hugging Face names), AdamW
+// with decoupled weight decay, warm-up plus cosine learning-rate schedule, gradient clipping by
+// global norm, gradient accumulation over micro-batches, and LoRA fine-tuning (adapters in a
+// buffer of their own, base frozen, PEFT-compatible export).
 //
 // Attention runs naive (scores materialized, memory quadratic in T) or flash (tiled online
 // softmax, backward recomputes from the saved log-sum-exp, memory linear in T). Gradient
@@ -31,15 +33,45 @@ const char* attention_mode_name(AttentionMode m);
 // "naive" or "flash"; throws genperf::Error otherwise.
 AttentionMode parse_attention_mode(std::string_view s);
 
-// Compute precision of the training matmuls. Bf16: operands rounded to bf16, products
-// accumulated in f32, master weights, gradients and optimizer state in f32 (mixed precision).
-// Where the CPU lacks AVX512-BF16, Bf16 falls back to F32 (effective_precision says which ran).
+// Compute precision of the training matmuls. Bf16: the operands of every large matmul (q|k|v,
+// o, gate|up, down, lm_head; forward and both backward products) rounded to bf16, products
+// accumulated in f32; master weights, gradients (+=) and optimizer state stay f32, and attention
+// tiles, norms and LoRA adapters run in f32 (mixed precision). Where the CPU lacks AVX512-BF16
+// or genperf::isa() is below AVX-512, Bf16 falls back to F32 (effective_precision says which
+// runs). The float64 gradient-check graph ignores the precision.
 enum class Precision : uint8_t { F32 = 0, Bf16 = 1 };
 const char* precision_name(Precision p);
 // "f32" or "bf16"; throws genperf::Error otherwise.
 Precision parse_precision(std::string_view s);
 // The precision that actually runs on this CPU for a requested one.
 Precision effective_precision(Precision requested);
+
+// LoRA, low-rank adaptation as Hugging Face PEFT does it: each targeted projection W [out, in]
+// gains adapters A [r, in] (Kaiming-uniform with a = sqrt(5): U(-1/sqrt(in), 1/sqrt(in)), drawn
+// from a generator seeded by (seed, layer, target), so the same for any thread count) and
+// B [out, r] (zeros), and computes y = W x + (alpha / r) B A dropout(x). The base weights are
+// frozen. Dropout (inverted: kept inputs scaled by 1 / (1 - dropout)) draws a fresh mask per
+// target, layer and training forward from a counter-based hash of (seed, step, micro-batch,
+// layer, target, element), so a resumed run reproduces the masks (see TrainModel::set_lora_step).
+struct LoraConfig {
+  int rank = 8;
+  float alpha = 16;
+  float dropout = 0;
+  // Among q_proj k_proj v_proj o_proj gate_proj up_proj down_proj (PEFT's target_modules).
+  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  uint64_t seed = 1;  // A's initialization and the dropout masks
+  float scale() const { return alpha / float(rank); }
+  // Throws genperf::Error naming the bad field: rank < 1, alpha not finite, dropout outside
+  // [0, 1), an unknown, repeated or missing target.
+  void validate() const;
+};
+
+// The projections LoRA can target, in a layer's order.
+const std::vector<std::string>& lora_target_names();
+// Reads a PEFT adapter directory's adapter_config.json (r, lora_alpha, lora_dropout,
+// target_modules; the seed stays 1); refuses what genperf cannot run (DoRA, rsLoRA, bias
+// training, per-module ranks, a regex target) with an error naming the field.
+LoraConfig read_lora_config(const std::string& dir);
 
 struct TrainOptions {
   AttentionMode attention = AttentionMode::Flash;
@@ -72,6 +104,8 @@ struct ActivationMemory {
   size_t logits = 0;            // [B*T, V] (their gradient reuses them) and lse per row
   size_t backward = 0;          // gradient scratch of one layer
   size_t attention_backward = 0;  // naive: per-thread [T, T] scratch; GQA: per-head dk/dv
+  size_t bf16_operands = 0;  // Precision::Bf16: matmul operands rounded to bf16 (layers.h)
+  size_t lora = 0;           // LoRA: s·dropout(x)·A^T per adapter [N, r] and adapter scratch
   size_t total() const;
   Json to_json() const;
 };
@@ -106,10 +140,46 @@ class TrainModel {
   Tensor grad(const std::string& name) const;
 
   // What the optimizer updates: all parameters in full training; only the adapters once LoRA
-  // is on. Checkpoints save these with the optimizer state.
+  // is on (their buffer, in lora_param_info() order; every adapter segment decays, as PEFT's
+  // adapters do under AdamW's weight_decay). Checkpoints save these with the optimizer state.
   std::span<float> trainable_params();
   std::span<float> trainable_grads();
   std::vector<ParamSegment> trainable_segments() const;
+
+  // LoRA (see LoraConfig). enable_lora adds zero-effect adapters (B = 0) and freezes the base:
+  // backward then skips every base weight gradient (the largest third of the matmul work) and
+  // frees the base gradient buffer, so grads() is empty and grad() throws. Call once, before
+  // training; forgets saved activations. Throws when already enabled or cfg is invalid.
+  void enable_lora(const LoraConfig& cfg);
+  bool lora_enabled() const;
+  const LoraConfig& lora_config() const;  // throws when LoRA is off
+  // A and B of each adapter under PEFT names, offsets into the adapter buffer (empty when off).
+  const std::vector<ParamInfo>& lora_param_info() const;
+  // Adapter weights in `dtype` under PEFT's names:
+  // base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight
+  // [out, r]. q/k rows of B follow the model's rotary pairing, as tensors() does.
+  std::map<std::string, Tensor> lora_tensors(DType dtype = DType::F32) const;
+  // Writes a PEFT adapter directory: adapter_model.safetensors (lora_tensors in `dtype`) and
+  // adapter_config.json (peft_type LORA, r, lora_alpha, lora_dropout, target_modules,
+  // base_model_name_or_path, ...), built in a temporary directory beside it and renamed into
+  // place (an existing adapter directory is replaced only once the new one is complete).
+  void save_lora_adapter(const std::string& dir, const std::string& base_model_name = "",
+                         DType dtype = DType::F32) const;
+  // Reads such a directory: with LoRA off, enables it with the directory's configuration (the
+  // dropout seed from `seed`); with LoRA on, the configuration must match (rank, alpha,
+  // targets). Then copies the adapter weights in (any float type; names and shapes checked).
+  void load_lora_adapter(const std::string& dir, uint64_t seed = 1);
+  // Dropout masks: each forward in training mode uses (seed, step, micro-batch, layer, target),
+  // where set_lora_step(step) sets the step and restarts the micro-batch count at 0, and each
+  // training forward counts one micro-batch. train_step sets the step to the optimizer's
+  // step_count() before its micro-batches, so restoring AdamW's step count on resume
+  // reproduces the masks.
+  void set_lora_step(int64_t step);
+  int64_t lora_step() const;
+  // Training mode (default) applies LoRA dropout; evaluation mode (false) does not and leaves
+  // the micro-batch count alone: switch it off around validation forwards.
+  void set_training(bool on);
+  bool training() const;
 
   // tokens and targets are [B, T] row-major; target -1 excludes a position from the loss (e.g.
   // prompt tokens). Returns the mean cross-entropy over scored positions (0 when none is) and
@@ -125,11 +195,13 @@ class TrainModel {
 
   ActivationMemory activation_memory() const;  // of the last forward's shape
   static ActivationMemory activation_memory(const LlamaConfig& c, const TrainOptions& o,
-                                            int64_t B, int64_t T);
+                                            int64_t B, int64_t T,
+                                            const LoraConfig* lora = nullptr);
 
   // Copies of the weights in `dtype` under Hugging Face names (no lm_head when tied), ready for
   // save_hf_checkpoint; and as a Checkpoint that LlamaModel accepts. q/k rows stay in the
   // model's rotary pairing: a model loaded from GGUF (Interleaved) is not in HF's Neox order.
+  // With LoRA on, targeted projections are merged: W + (alpha / r) B A, summed in double.
   std::map<std::string, Tensor> tensors(DType dtype = DType::F32) const;
   Checkpoint to_checkpoint(DType dtype = DType::F32) const;
 
@@ -196,11 +268,14 @@ struct StepResult {
 };
 // One optimizer step with gradient accumulation: zero the gradients, forward and backward each
 // micro-batch (scaled by 1 / count), clip to max_grad_norm (<= 0: no clipping), AdamW at lr.
+// Sets the model's LoRA dropout step to opt.step_count() first (TrainModel::set_lora_step).
 StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> micro, float lr,
                       double max_grad_norm);
 
 // FLOPs of one training step on B x T tokens: 6 per matmul parameter per token (forward and
 // both backward products) plus three times the causal attention forward (4 H D per visible key).
-double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T);
+// With LoRA, 4 per frozen matmul parameter (no weight gradient) plus 6 per adapter parameter
+// (the dropout and scaling passes are not counted).
+double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T, const LoraConfig* lora = nullptr);
 
 }  // namespace genperf

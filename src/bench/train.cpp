@@ -12,6 +12,13 @@ Json TrainBenchResult::to_json() const {
       {"seq", seq},
       {"attention", attention_mode_name(train.attention)},
       {"checkpoint_layers", train.checkpoint_layers},
+      {"precision", precision_name(train.precision)},
+      {"lora", lora ? Json(Json::Object{{"rank", int64_t(lora->rank)},
+                                        {"alpha", double(lora->alpha)},
+                                        {"dropout", double(lora->dropout)},
+                                        {"targets", Json::Array(lora->targets.begin(), lora->targets.end())}})
+                    : Json()},
+      {"trainable_params", int64_t(trainable_params)},
       {"step_seconds", step_seconds.to_json()},
       {"tokens_per_s", tokens_per_s},
       {"flops_per_step", flops_per_step},
@@ -28,7 +35,8 @@ TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions&
   GP_CHECK(o.batch > 0 && o.seq > 0, "[bench train] batch and sequence length must be positive, got ",
            o.batch, " x ", o.seq);
   TrainModel m(c, o.seed, o.train);
-  AdamW opt(m.num_params());
+  if (o.lora) m.enable_lora(*o.lora);
+  AdamW opt(m.trainable_params().size());
   Rng rng(o.seed + 1);
   const int64_t n = o.batch * o.seq;
   std::vector<int32_t> tokens(size_t(n + 1));
@@ -39,11 +47,15 @@ TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions&
   r.batch = o.batch;
   r.seq = o.seq;
   r.train = o.train;
+  r.train.precision = effective_precision(o.train.precision);
+  r.lora = o.lora;
+  r.trainable_params = m.trainable_params().size();
   r.step_seconds = measure([&] { train_step(m, opt, {&mb, 1}, lr, 1.0); }, o.warmup, o.reps);
   r.tokens_per_s = double(n) / r.step_seconds.median;
-  r.flops_per_step = train_step_flops(c, o.batch, o.seq);
+  r.flops_per_step = train_step_flops(c, o.batch, o.seq, o.lora ? &*o.lora : nullptr);
   r.gflops = r.flops_per_step / r.step_seconds.median * 1e-9;
-  r.memory.weights = r.memory.grads = m.num_params() * sizeof(float);
+  r.memory.weights = (m.num_params() + (o.lora ? r.trainable_params : 0)) * sizeof(float);
+  r.memory.grads = r.trainable_params * sizeof(float);
   r.memory.optimizer = opt.state_bytes();
   r.memory.activations = m.activation_memory();
   r.peak_rss = peak_rss_bytes();

@@ -6,7 +6,9 @@
 // L layers, NH/NKV query/key-value heads, HS head size, FF MLP hidden size,
 // QKV = (NH + 2 NKV) HS.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -31,10 +33,37 @@ struct ParamLayout {
 };
 ParamLayout param_layout(const LlamaConfig& c);
 
-// Element counts of the buffers a forward/backward of shape [B, T] keeps (ActivationMemory in
-// elements); the graph allocates exactly these, so accounting and allocation cannot drift.
-ActivationMemory activation_elements(const LlamaConfig& c, const TrainOptions& o, int64_t B,
-                                     int64_t T, int threads);
+// LoRA targets in a layer's order (lora_target_names()); q, k, v are row blocks of the fused
+// qkv matrix and gate, up of the fused gate|up one.
+enum class LoraTarget : uint8_t { Q, K, V, O, Gate, Up, Down };
+constexpr int kLoraTargets = 7;
+
+// One adapter: A [r, in] and B [out, r] at offsets a, b of the adapter buffer, adding to output
+// columns [col, col + out) of its base matmul (whose row stride is ld) and reading its input.
+struct LoraAdapter {
+  int64_t layer = 0;
+  LoraTarget target = LoraTarget::Q;
+  int64_t in = 0, out = 0, col = 0, ld = 0;
+  size_t a = 0, b = 0;
+  size_t base = 0;  // offset of the base weight's rows [out, in] in the parameter buffer
+};
+
+struct LoraLayout {
+  LoraConfig config;
+  std::vector<ParamInfo> params;     // lora_A, lora_B of each adapter, PEFT names, buffer order
+  std::vector<LoraAdapter> adapters; // layer by layer, targets in LoraTarget order
+  std::vector<std::array<int, kLoraTargets>> index;  // [layer][target] -> adapter, -1 when none
+  size_t total = 0;                  // elements of the adapter buffer
+  int64_t max_in = 0;
+};
+// Validates cfg (LoraConfig::validate) and lays out its adapters for the model of c.
+LoraLayout lora_layout(const LlamaConfig& c, const ParamLayout& base, const LoraConfig& cfg);
+
+// Bytes of the buffers a forward/backward of shape [B, T] keeps, for a float graph (bf16: the
+// effective precision is Bf16); the graph allocates exactly these, so accounting and
+// allocation cannot drift.
+ActivationMemory activation_bytes(const LlamaConfig& c, const TrainOptions& o, int64_t B,
+                                  int64_t T, int threads, const LoraLayout* lora);
 
 template <typename F>
 class LlamaGraph {
@@ -46,14 +75,29 @@ class LlamaGraph {
   RopeStyle rope_style() const { return rope_style_; }
   const TrainOptions& options() const { return options_; }
   void set_options(TrainOptions o);  // forgets the saved activations
+  // Whether the matmuls run in bf16 (float graph, effective_precision(options().precision)).
+  bool bf16() const { return bf16_; }
+
+  // LoRA adapters (null: none); forgets the saved activations.
+  void set_lora(const LoraConfig* cfg);
+  const LoraLayout* lora() const { return lora_ ? &*lora_ : nullptr; }
+  // Dropout masks of a training forward come from (seed, step, micro-batch, layer, target);
+  // set_lora_step restarts the micro-batch count; evaluation (training false) has no dropout.
+  void set_lora_step(int64_t step) { lora_step_ = step, lora_micro_ = 0; }
+  int64_t lora_step() const { return lora_step_; }
+  void set_training(bool on) { training_ = on; }
+  bool training() const { return training_; }
 
   // tokens, targets [B, T]; target -1 marks a row that is not scored. Saves what backward
-  // needs; returns the mean loss over scored rows (0 when none is).
+  // needs; returns the mean loss over scored rows (0 when none is). adapters: the LoRA buffer
+  // (needed when LoRA is on).
   double forward(const F* params, std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                 int64_t B, int64_t T);
-  // grads += d(loss_scale * loss)/d params. Needs the forward just before it (the logits buffer
-  // becomes their gradient).
-  void backward(const F* params, F* grads, double loss_scale);
+                 int64_t B, int64_t T, const F* adapters = nullptr);
+  // grads += d(loss_scale * loss)/d params; grads null: the base is frozen and none of its
+  // weight gradients is computed. adapter_grads += the adapters' (LoRA on). Needs the forward
+  // just before it (the logits buffer becomes their gradient) with the same adapters.
+  void backward(const F* params, F* grads, double loss_scale, const F* adapters = nullptr,
+                F* adapter_grads = nullptr);
 
   bool has_forward() const { return have_forward_; }  // a forward waits for its backward
   const F* logits() const { return logits_.data(); }  // [N, V], valid between forward and backward
@@ -71,13 +115,27 @@ class LlamaGraph {
   AttnShape attn_shape() const;
   // Runs layer l from its input x; writes its output to out unless out is null (recompute).
   void layer_forward(const F* p, int64_t l, const F* x, F* out);
-  // dres holds d(layer output) on entry and d(layer input) on return.
+  // dres holds d(layer output) on entry and d(layer input) on return; g null: frozen base.
   void layer_backward(const F* p, F* g, int64_t l, const F* x, F* dres);
+  // The layer's adapter on target t, if any: y (its base matmul's output) += the low-rank
+  // term; backward adds to dx and the adapter gradients.
+  void lora_forward(int64_t l, LoraTarget t, const F* x, F* y);
+  void lora_backward(int64_t l, LoraTarget t, const F* x, const F* dy, F* dx);
+  const Bf16Scratch* bf16_scratch() { return bf16_ ? &bf16_ops_ : nullptr; }
 
   LlamaConfig config_;
   RopeStyle rope_style_;
   TrainOptions options_;
+  bool bf16_ = false;
   ParamLayout layout_;
+  std::optional<LoraLayout> lora_;
+  int64_t lora_step_ = 0, lora_micro_ = 0;
+  bool training_ = true;
+  // The last forward's adapters, dropout step and micro-batch, and whether dropout ran
+  // (backward and checkpointing's recompute repeat them).
+  const F* lora_p_ = nullptr;
+  int64_t drop_step_ = 0, drop_micro_ = 0;
+  bool lora_drop_ = false;
   std::vector<float> inv_freq_;
   RopeTable<F> rope_;
   int64_t B_ = 0, T_ = 0, scored_ = 0;
@@ -89,6 +147,13 @@ class LlamaGraph {
   std::vector<F> hf_, rstdf_, logits_, lse_;
   // Backward scratch, reused by every layer.
   std::vector<F> dres_, dh_, dtmp_, dqkv_, dbuf_, dgu_;
+  // bf16 matmul operands (Bf16Scratch views them).
+  std::vector<uint16_t> bf16_inp_, bf16_dout_, bf16_w_;
+  Bf16Scratch bf16_ops_;
+  // LoRA: v = s·dropout(x)·A^T per adapter [N, r], for every layer even when checkpointing;
+  // dropout(x) [N, max_in] and dv [N, r] scratch.
+  std::vector<F> lora_v_, lora_x_, lora_dv_;
+  F* lora_g_ = nullptr;  // adapter gradients during backward
 };
 
 }  // namespace genperf::train

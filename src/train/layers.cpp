@@ -14,6 +14,7 @@
 
 #include "genperf/error.h"
 #include "genperf/runtime.h"
+#include "train/gemm_bf16.h"
 #include "train/vec.h"
 
 namespace genperf::train {
@@ -118,10 +119,10 @@ template <typename F>
 void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, const F* rstd,
                       int64_t N, int64_t C) {
   const int nt = threads_for(N * C);
-  std::vector<double> part(size_t(nt * C), 0.0);
+  std::vector<double> part(dw ? size_t(nt * C) : 0, 0.0);
 #pragma omp parallel num_threads(nt)
   {
-    double* pw = part.data() + omp_get_thread_num() * C;
+    double* pw = dw ? part.data() + omp_get_thread_num() * C : nullptr;
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const F *x = inp + n * C, *dy = dout + n * C;
@@ -132,10 +133,11 @@ void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, c
       F* dx = dinp + n * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) dx[c] = a * dy[c] * w[c] - b * x[c];
-      for (int64_t c = 0; c < C; ++c) pw[c] += double(dy[c]) * double(x[c]) * r;
+      if (dw)
+        for (int64_t c = 0; c < C; ++c) pw[c] += double(dy[c]) * double(x[c]) * r;
     }
   }
-  reduce_partials(part, nt, C, dw);
+  if (dw) reduce_partials(part, nt, C, dw);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -229,11 +231,64 @@ void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF) 
 // ------------------------------------------------------------------------------------------
 // matmul
 
+namespace {
+
+// Output channels per block of a bf16 matmul (Bf16Scratch); the scratch must hold at least one.
+int64_t bf16_block(const Bf16Scratch& s, int64_t N, int64_t IC, int64_t OC, bool backward,
+                   const char* op) {
+  int64_t ocb = std::min<int64_t>(OC, int64_t(s.w.size()) / std::max<int64_t>(IC, 1));
+  if (backward) ocb = std::min<int64_t>(ocb, int64_t(s.dout.size()) / std::max<int64_t>(N, 1));
+  GP_CHECK(ocb >= 1 && int64_t(s.inp.size()) >= N * IC, "[", op, "] the bf16 scratch (inp ",
+           s.inp.size(), ", dout ", s.dout.size(), ", w ", s.w.size(), ") is too small for N ", N,
+           ", IC ", IC, ", OC ", OC);
+  return ocb;
+}
+
+// out[:, o0:o0+ob] per block: inp and each block of weight rows rounded to bf16.
+void matmul_forward_bf16(float* out, const float* inp, const float* w, int64_t N, int64_t IC,
+                         int64_t OC, const Bf16Scratch& s) {
+  const int64_t ocb = bf16_block(s, N, IC, OC, false, "matmul_forward");
+  round_to_bf16(inp, IC, N, IC, s.inp.data());
+  for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
+    const int64_t ob = std::min(ocb, OC - o0);
+    round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+    gemm_bf16(false, true, N, ob, IC, s.inp.data(), IC, s.w.data(), IC, false, out + o0, OC,
+              "matmul_forward");
+  }
+}
+
+// Per block of output channels: dout[:, block] rounded once serves both products; dinp sums
+// the blocks' contributions (sum post-op from the second block on).
+void matmul_backward_bf16(float* dinp, float* dw, const float* dout, const float* inp,
+                          const float* w, int64_t N, int64_t IC, int64_t OC, const Bf16Scratch& s) {
+  const int64_t ocb = bf16_block(s, N, IC, OC, true, "matmul_backward");
+  if (dw) round_to_bf16(inp, IC, N, IC, s.inp.data());
+  for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
+    const int64_t ob = std::min(ocb, OC - o0);
+    round_to_bf16(dout + o0, OC, N, ob, s.dout.data());
+    if (dinp) {
+      round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+      gemm_bf16(false, false, N, IC, ob, s.dout.data(), ob, s.w.data(), IC, o0 > 0, dinp, IC,
+                "matmul_backward");
+    }
+    if (dw)
+      gemm_bf16(true, false, ob, IC, N, s.dout.data(), ob, s.inp.data(), IC, true, dw + o0 * IC, IC,
+                "matmul_backward");
+  }
+}
+
+}  // namespace
+
 template <typename F>
 void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t IC,
-                    int64_t OC) {
+                    int64_t OC, const Bf16Scratch* bf16) {
   if (N == 0 || OC == 0) return;
-  gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+  if constexpr (std::is_same_v<F, float>) {
+    if (bf16) matmul_forward_bf16(out, inp, w, N, IC, OC, *bf16);
+    else gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+  } else {
+    gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+  }
   if (!bias) return;
 #pragma omp parallel for num_threads(threads_for(N * OC)) schedule(static)
   for (int64_t n = 0; n < N; ++n)
@@ -242,10 +297,19 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
 
 template <typename F>
 void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N,
-                     int64_t IC, int64_t OC) {
+                     int64_t IC, int64_t OC, const Bf16Scratch* bf16) {
   if (N == 0) return;
-  if (dinp) gemm<F>('N', 'N', N, IC, OC, dout, OC, w, IC, F(0), dinp, IC, "matmul_backward");
-  gemm<F>('T', 'N', OC, IC, N, dout, OC, inp, IC, F(1), dw, IC, "matmul_backward");
+  bool done = false;
+  if constexpr (std::is_same_v<F, float>) {
+    if (bf16 && OC > 0) {
+      matmul_backward_bf16(dinp, dw, dout, inp, w, N, IC, OC, *bf16);
+      done = true;
+    }
+  }
+  if (!done) {
+    if (dinp) gemm<F>('N', 'N', N, IC, OC, dout, OC, w, IC, F(0), dinp, IC, "matmul_backward");
+    if (dw) gemm<F>('T', 'N', OC, IC, N, dout, OC, inp, IC, F(1), dw, IC, "matmul_backward");
+  }
   if (!dbias) return;
   // Threads own column ranges; each sums its columns over the rows in order.
 #pragma omp parallel num_threads(threads_for(N * OC))
@@ -254,6 +318,86 @@ void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, cons
     const int64_t o0 = OC * id / n_th, o1 = OC * (id + 1) / n_th;
     for (int64_t n = 0; n < N; ++n)
       for (int64_t o = o0; o < o1; ++o) dbias[o] += dout[n * OC + o];
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// LoRA adapters
+
+namespace {
+
+uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// xd = x · mask / (1 - p) (apply) or dx += t · mask / (1 - p) (accumulate), rows in parallel.
+template <typename F>
+void lora_dropout(F* dst, const F* src, const LoraShape& s, bool accumulate) {
+  const F inv = F(1.0 / (1.0 - s.p));
+#pragma omp parallel for num_threads(threads_for(s.N * s.in)) schedule(static)
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t i = 0; i < s.in; ++i) {
+      const int64_t e = n * s.in + i;
+      const F kept = lora_keep(s.key, uint64_t(e), s.p) ? src[e] * inv : F(0);
+      dst[e] = accumulate ? dst[e] + kept : kept;
+    }
+}
+
+template <typename F>
+void scale_in_place(F* x, int64_t n, double scale) {
+  const F k = F(scale);
+#pragma omp parallel for simd num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] *= k;
+}
+
+}  // namespace
+
+bool lora_keep(uint64_t key, uint64_t idx, double p) {
+  return double(mix64(key ^ mix64(idx + 0x9e3779b97f4a7c15ull)) >> 11) * 0x1p-53 >= p;
+}
+
+uint64_t lora_key(uint64_t seed, int64_t step, int64_t micro, int64_t layer, int target) {
+  uint64_t k = mix64(seed + 0x4c6f5241ull);
+  for (uint64_t v : {uint64_t(step), uint64_t(micro), uint64_t(layer), uint64_t(target)})
+    k = mix64(k ^ (v + 0x9e3779b97f4a7c15ull));
+  return k;
+}
+
+template <typename F>
+void lora_forward(F* y, int64_t ldy, F* v, F* xd, const F* x, const F* A, const F* B,
+                  const LoraShape& s) {
+  if (s.N == 0) return;
+  const F* xin = x;
+  if (s.p > 0) {
+    lora_dropout(xd, x, s, false);
+    xin = xd;
+  }
+  gemm<F>('N', 'T', s.N, s.r, s.in, xin, s.in, A, s.in, F(0), v, s.r, "lora_forward");
+  scale_in_place(v, s.N * s.r, s.scale);
+  gemm<F>('N', 'T', s.N, s.out, s.r, v, s.r, B, s.r, F(1), y, ldy, "lora_forward");
+}
+
+// With u = s · xd · A^T = v: dB += dy^T v, dv = s · dy B, dA += dv^T xd, dxd = dv A.
+template <typename F>
+void lora_backward(F* dx, F* dA, F* dB, const F* dy, int64_t ldy, const F* x, const F* v,
+                   const F* A, const F* B, F* xd, F* dv, const LoraShape& s) {
+  if (s.N == 0) return;
+  gemm<F>('T', 'N', s.out, s.r, s.N, dy, ldy, v, s.r, F(1), dB, s.r, "lora_backward");
+  gemm<F>('N', 'N', s.N, s.r, s.out, dy, ldy, B, s.r, F(0), dv, s.r, "lora_backward");
+  scale_in_place(dv, s.N * s.r, s.scale);
+  const F* xin = x;
+  if (s.p > 0) {
+    lora_dropout(xd, x, s, false);
+    xin = xd;
+  }
+  gemm<F>('T', 'N', s.r, s.in, s.N, dv, s.r, xin, s.in, F(1), dA, s.in, "lora_backward");
+  if (s.p > 0) {
+    gemm<F>('N', 'N', s.N, s.in, s.r, dv, s.r, A, s.in, F(0), xd, s.in, "lora_backward");
+    lora_dropout(dx, xd, s, true);
+  } else {
+    gemm<F>('N', 'N', s.N, s.in, s.r, dv, s.r, A, s.in, F(1), dx, s.in, "lora_backward");
   }
 }
 
@@ -333,15 +477,20 @@ void residual_backward(F* dres, const F* dbranch, int64_t n) {
                                  RopeStyle);                                                     \
   template void swiglu_forward<F>(F*, const F*, int64_t, int64_t);                               \
   template void swiglu_backward<F>(F*, const F*, const F*, int64_t, int64_t);                    \
-  template void matmul_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t);  \
+  template void matmul_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t,   \
+                                  const Bf16Scratch*);                                           \
   template void matmul_backward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t,   \
-                                   int64_t);                                                     \
+                                   int64_t, const Bf16Scratch*);                                 \
   template double crossentropy_forward<F>(F*, const F*, const int32_t*, int64_t, int64_t,        \
                                           int64_t*);                                             \
   template void crossentropy_backward<F>(F*, const F*, const F*, const int32_t*, int64_t,        \
                                          int64_t, double);                                       \
   template void residual_forward<F>(F*, const F*, const F*, int64_t);                            \
-  template void residual_backward<F>(F*, const F*, int64_t);
+  template void residual_backward<F>(F*, const F*, int64_t);                                  \
+  template void lora_forward<F>(F*, int64_t, F*, F*, const F*, const F*, const F*,               \
+                                const LoraShape&);                                               \
+  template void lora_backward<F>(F*, F*, F*, const F*, int64_t, const F*, const F*, const F*,    \
+                                 const F*, F*, F*, const LoraShape&);
 
 GENPERF_TRAIN_LAYERS(float)
 GENPERF_TRAIN_LAYERS(double)

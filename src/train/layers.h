@@ -30,7 +30,7 @@ void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N
 // out[N,C] = inp * rstd * w with rstd[N] = 1/sqrt(mean(inp^2) + eps), saved for backward.
 template <typename F>
 void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* w, int64_t N, int64_t C, double eps);
-// dinp[N,C] =, dw[C] +=.
+// dinp[N,C] =, dw[C] += (skipped when dw is null: a frozen weight).
 template <typename F>
 void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, const F* rstd,
                       int64_t N, int64_t C);
@@ -61,15 +61,49 @@ void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF);
 template <typename F>
 void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF);
 
-// out[N,OC] = inp[N,IC] · w[OC,IC]^T (+ bias[OC]; bias may be null).
+// Mixed precision (Precision::Bf16, float path only): buffers for operands rounded to bf16,
+// owned by the caller (the graph counts them in its activation memory). A matmul runs over
+// blocks of ocb output channels, ocb = min(OC, w.size() / IC, dout.size() / N), so that the
+// lm_head's [N, V] gradient needs no [N, V] copy; inp holds the rounded input, N * IC.
+// Products accumulate in f32; parameter gradients, biases and outputs stay f32.
+struct Bf16Scratch {
+  std::span<uint16_t> inp, dout, w;
+};
+
+// out[N,OC] = inp[N,IC] · w[OC,IC]^T (+ bias[OC]; bias may be null). bf16 (float only; null:
+// f32 products) rounds inp and w to bf16.
 template <typename F>
 void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t IC,
-                    int64_t OC);
-// dinp[N,IC] = dout · w (skipped when dinp is null); dw[OC,IC] += dout^T · inp;
-// dbias[OC] += column sums of dout (when dbias is not null).
+                    int64_t OC, const Bf16Scratch* bf16 = nullptr);
+// dinp[N,IC] = dout · w (skipped when dinp is null); dw[OC,IC] += dout^T · inp (skipped when dw
+// is null: a frozen weight); dbias[OC] += column sums of dout (when dbias is not null).
+// bf16 rounds dout, w and inp to bf16 for both products; dbias sums the f32 dout.
 template <typename F>
 void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N,
-                     int64_t IC, int64_t OC);
+                     int64_t IC, int64_t OC, const Bf16Scratch* bf16 = nullptr);
+
+// LoRA adapter of one projection (PEFT): with s = alpha / r,
+//   y[n, 0:out] += v[n, :] · B^T,  v[N, r] = s · dropout(x) · A^T (saved for backward),
+// x [N, in], A [r, in], B [out, r], y rows ldy apart (a column block of a fused matmul's
+// output). Dropout keeps element (n, i) when lora_keep(key, n * in + i, p) and scales it by
+// 1 / (1 - p); the mask is recomputed in backward, never stored. p = 0: no dropout.
+struct LoraShape {
+  int64_t N = 0, in = 0, out = 0, r = 0;
+  double scale = 1, p = 0;
+  uint64_t key = 0;  // mixes (seed, step, micro-batch, layer, target)
+};
+// Counter-based uniform draw in [0, 1) for element idx: the same for any thread count.
+bool lora_keep(uint64_t key, uint64_t idx, double p);
+uint64_t lora_key(uint64_t seed, int64_t step, int64_t micro, int64_t layer, int target);
+// xd [N, in]: scratch for dropout(x) (unused when p = 0).
+template <typename F>
+void lora_forward(F* y, int64_t ldy, F* v, F* xd, const F* x, const F* A, const F* B,
+                  const LoraShape& s);
+// dx[N, in] += the adapter's input gradient; dA[r, in] +=, dB[out, r] +=; dy rows ldy apart.
+// xd [N, in] and dv [N, r]: scratch.
+template <typename F>
+void lora_backward(F* dx, F* dA, F* dB, const F* dy, int64_t ldy, const F* x, const F* v,
+                   const F* A, const F* B, F* xd, F* dv, const LoraShape& s);
 
 // lse[N] = log sum_v exp(logits[n, v]). Returns the sum over scored rows (targets[n] >= 0;
 // -1 means "not scored") of lse - logits[n, target]; *count receives their number.

@@ -1,7 +1,9 @@
 // TrainModel: f32 master parameters and gradients in one flat buffer each, with named views,
-// over LlamaGraph<float>; random initialization and conversion to and from Checkpoint.
+// over LlamaGraph<float>; random initialization and conversion to and from Checkpoint; LoRA
+// adapters in a buffer of their own (PEFT directories: lora_io.cpp).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "genperf/error.h"
 #include "genperf/rng.h"
@@ -29,13 +31,38 @@ Precision parse_precision(std::string_view s) {
   fail("[train] unknown precision '", s, "': expected f32 or bf16");
 }
 
+// bf16 products need AVX512-BF16 and the AVX-512 level selected (GENPERF_ISA or set_isa may
+// select a lower one, as for inference).
 Precision effective_precision(Precision requested) {
-  return requested == Precision::Bf16 && cpu_features().avx512_bf16 ? Precision::Bf16 : Precision::F32;
+  return requested == Precision::Bf16 && cpu_features().avx512_bf16 && isa() == Isa::Avx512
+             ? Precision::Bf16
+             : Precision::F32;
+}
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+void LoraConfig::validate() const {
+  GP_CHECK(rank >= 1, "[lora] rank must be at least 1, got ", rank);
+  GP_CHECK(std::isfinite(alpha) && alpha != 0, "[lora] alpha must be finite and non-zero, got ", alpha);
+  GP_CHECK(dropout >= 0 && dropout < 1, "[lora] dropout must lie in [0, 1), got ", dropout);
+  GP_CHECK(!targets.empty(), "[lora] no target modules: expected some of q_proj k_proj v_proj o_proj "
+           "gate_proj up_proj down_proj");
+  const auto& names = lora_target_names();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    GP_CHECK(std::find(names.begin(), names.end(), targets[i]) != names.end(), "[lora] unknown target module '",
+             targets[i], "': expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+    for (size_t j = 0; j < i; ++j)
+      GP_CHECK(targets[j] != targets[i], "[lora] target module '", targets[i], "' is listed twice");
+  }
 }
 
 size_t ActivationMemory::total() const {
   return residual + norms + qkv + attention + attention_scores + mlp + logits + backward +
-         attention_backward;
+         attention_backward + bf16_operands + lora;
 }
 
 Json ActivationMemory::to_json() const {
@@ -48,13 +75,16 @@ Json ActivationMemory::to_json() const {
                       {"logits", int64_t(logits)},
                       {"backward", int64_t(backward)},
                       {"attention_backward", int64_t(attention_backward)},
+                      {"bf16_operands", int64_t(bf16_operands)},
+                      {"lora", int64_t(lora)},
                       {"total", int64_t(total())}};
 }
 
 struct TrainModel::Impl {
   train::LlamaGraph<float> graph;
-  Tensor params, grads;  // f32 [num_params]
+  Tensor params, grads;  // f32 [num_params]; grads undefined once LoRA freezes the base
   std::map<std::string, size_t> index;  // name -> position in param_info()
+  Tensor lora_params, lora_grads;       // f32 [adapter elements] when LoRA is on
 
   Impl(const LlamaConfig& c, RopeStyle rope, TrainOptions o) : graph(c, rope, o) {
     const auto& lay = graph.layout();
@@ -63,7 +93,13 @@ struct TrainModel::Impl {
     for (size_t i = 0; i < lay.params.size(); ++i) index[lay.params[i].name] = i;
   }
   float* p() const { return params.data<float>(); }
-  float* g() const { return grads.data<float>(); }
+  float* g() const { return grads.defined() ? grads.data<float>() : nullptr; }
+  float* lp() const { return lora_params.defined() ? lora_params.data<float>() : nullptr; }
+  float* lg() const { return lora_grads.defined() ? lora_grads.data<float>() : nullptr; }
+  const train::LoraLayout& lora() const {
+    GP_CHECK(graph.lora(), "[lora] LoRA is not enabled on this model (call enable_lora first)");
+    return *graph.lora();
+  }
   const ParamInfo& info(const std::string& name) const {
     auto it = index.find(name);
     GP_CHECK(it != index.end(), "[train] the model has no parameter ", name);
@@ -141,8 +177,8 @@ void TrainModel::set_options(TrainOptions o) { impl_->graph.set_options(o); }
 size_t TrainModel::num_params() const { return impl_->graph.layout().total; }
 std::span<float> TrainModel::params() { return {impl_->p(), num_params()}; }
 std::span<const float> TrainModel::params() const { return {impl_->p(), num_params()}; }
-std::span<float> TrainModel::grads() { return {impl_->g(), num_params()}; }
-std::span<const float> TrainModel::grads() const { return {impl_->g(), num_params()}; }
+std::span<float> TrainModel::grads() { return {impl_->g(), impl_->g() ? num_params() : 0}; }
+std::span<const float> TrainModel::grads() const { return {impl_->g(), impl_->g() ? num_params() : 0}; }
 const std::vector<ParamInfo>& TrainModel::param_info() const { return impl_->graph.layout().params; }
 
 Tensor TrainModel::param(const std::string& name) const {
@@ -152,12 +188,13 @@ Tensor TrainModel::param(const std::string& name) const {
 
 Tensor TrainModel::grad(const std::string& name) const {
   const ParamInfo& pi = impl_->info(name);
+  GP_CHECK(impl_->g(), "[train] ", name, " is frozen (LoRA is on): the base has no gradients");
   return Tensor::wrap(impl_->g() + pi.offset, pi.shape, DType::F32, impl_->grads.storage());
 }
 
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                           int64_t B, int64_t T) {
-  return float(impl_->graph.forward(impl_->p(), tokens, targets, B, T));
+  return float(impl_->graph.forward(impl_->p(), tokens, targets, B, T, impl_->lp()));
 }
 
 Tensor TrainModel::logits() const {
@@ -170,29 +207,60 @@ Tensor TrainModel::logits() const {
 }
 
 void TrainModel::backward(float loss_scale) {
-  impl_->graph.backward(impl_->p(), impl_->g(), double(loss_scale));
+  impl_->graph.backward(impl_->p(), impl_->g(), double(loss_scale), impl_->lp(), impl_->lg());
 }
 
-void TrainModel::zero_grad() { std::fill_n(impl_->g(), num_params(), 0.0f); }
+// All gradients there are: the base's in full training, the adapters' with LoRA (no base ones).
+void TrainModel::zero_grad() {
+  const std::span<float> g = trainable_grads();
+  std::fill(g.begin(), g.end(), 0.0f);
+}
 
 ActivationMemory TrainModel::activation_memory() const { return impl_->graph.memory(); }
 
 ActivationMemory TrainModel::activation_memory(const LlamaConfig& c, const TrainOptions& o,
-                                               int64_t B, int64_t T) {
-  ActivationMemory m = train::activation_elements(c, o, B, T, num_threads());
-  for (size_t* f : {&m.residual, &m.norms, &m.qkv, &m.attention, &m.attention_scores, &m.mlp,
-                    &m.logits, &m.backward, &m.attention_backward})
-    *f *= sizeof(float);
-  return m;
+                                               int64_t B, int64_t T, const LoraConfig* lora) {
+  std::optional<train::LoraLayout> lay;
+  if (lora) lay = train::lora_layout(c, train::param_layout(c), *lora);
+  return train::activation_bytes(c, o, B, T, num_threads(), lay ? &*lay : nullptr);
 }
+
+namespace {
+
+// W[out, in] += (alpha / r) B A, each element's sum over r in double.
+void merge_adapter(float* w, const train::LoraAdapter& ad, const float* adapters, const LoraConfig& lc) {
+  const int64_t r = lc.rank;
+  const double scale = double(lc.alpha) / double(r);
+  const float *A = adapters + ad.a, *B = adapters + ad.b;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (ad.out * ad.in >= (1 << 16))
+  for (int64_t o = 0; o < ad.out; ++o)
+    for (int64_t i = 0; i < ad.in; ++i) {
+      double s = 0;
+      for (int64_t k = 0; k < r; ++k) s += double(B[o * r + k]) * double(A[k * ad.in + i]);
+      w[o * ad.in + i] = float(double(w[o * ad.in + i]) + scale * s);
+    }
+}
+
+}  // namespace
 
 std::map<std::string, Tensor> TrainModel::tensors(DType dtype) const {
   GP_CHECK(traits(dtype).is_float && traits(dtype).block_size == 1, "[train] cannot export weights as ",
            dtype_name(dtype), "; expected f32, f16 or bf16");
+  // Targeted projections merged: rows [out, in] at LoraAdapter::base get (alpha / r) B A.
+  std::map<size_t, const train::LoraAdapter*> merged;
+  if (lora_enabled())
+    for (const train::LoraAdapter& ad : impl_->lora().adapters) merged[ad.base] = &ad;
   std::map<std::string, Tensor> out;
+  std::vector<float> w;
   for (const ParamInfo& pi : param_info()) {
     Tensor t = Tensor::zeros(pi.shape, dtype);
-    traits(dtype).from_f32(impl_->p() + pi.offset, t.raw(), int64_t(pi.numel));
+    const float* src = impl_->p() + pi.offset;
+    if (auto it = merged.find(pi.offset); it != merged.end()) {
+      w.assign(src, src + pi.numel);
+      merge_adapter(w.data(), *it->second, impl_->lp(), lora_config());
+      src = w.data();
+    }
+    traits(dtype).from_f32(src, t.raw(), int64_t(pi.numel));
     out.emplace(pi.name, std::move(t));
   }
   return out;
@@ -209,9 +277,69 @@ Checkpoint TrainModel::to_checkpoint(DType dtype) const {
   return ck;
 }
 
-std::span<float> TrainModel::trainable_params() { return params(); }
-std::span<float> TrainModel::trainable_grads() { return grads(); }
-std::vector<ParamSegment> TrainModel::trainable_segments() const { return param_segments(*this); }
+std::span<float> TrainModel::trainable_params() {
+  if (!lora_enabled()) return params();
+  return {impl_->lp(), size_t(impl_->lora_params.numel())};
+}
+
+std::span<float> TrainModel::trainable_grads() {
+  if (!lora_enabled()) return grads();
+  return {impl_->lg(), size_t(impl_->lora_grads.numel())};
+}
+
+std::vector<ParamSegment> TrainModel::trainable_segments() const {
+  if (!lora_enabled()) return param_segments(*this);
+  std::vector<ParamSegment> s;
+  for (const ParamInfo& pi : lora_param_info()) s.push_back({pi.offset, pi.numel, pi.decay});
+  return s;
+}
+
+// ------------------------------------------------------------------------------------------
+// LoRA
+
+void TrainModel::enable_lora(const LoraConfig& cfg) {
+  GP_CHECK(!lora_enabled(), "[lora] LoRA is already enabled on this model");
+  impl_->graph.set_lora(&cfg);  // validates
+  const train::LoraLayout& lay = impl_->lora();
+  impl_->lora_params = Tensor::zeros({int64_t(lay.total)});
+  impl_->lora_grads = Tensor::zeros({int64_t(lay.total)});
+  impl_->grads = Tensor();  // the base is frozen
+  // A ~ U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's kaiming_uniform_ with a = sqrt(5)), one generator
+  // per (seed, layer, target); B stays 0.
+  float* lp = impl_->lp();
+  for (const train::LoraAdapter& ad : lay.adapters) {
+    Rng rng(cfg.seed * 0x9E3779B97F4A7C15ull + 0x10AA5EEDull + (uint64_t(ad.layer) << 8) + uint64_t(ad.target));
+    const double bound = 1.0 / std::sqrt(double(ad.in));
+    for (int64_t i = 0; i < int64_t(cfg.rank) * ad.in; ++i)
+      lp[ad.a + size_t(i)] = float((2.0 * rng.uniform() - 1.0) * bound);
+  }
+}
+
+bool TrainModel::lora_enabled() const { return impl_->graph.lora() != nullptr; }
+const LoraConfig& TrainModel::lora_config() const { return impl_->lora().config; }
+
+const std::vector<ParamInfo>& TrainModel::lora_param_info() const {
+  static const std::vector<ParamInfo> none;
+  return lora_enabled() ? impl_->lora().params : none;
+}
+
+std::map<std::string, Tensor> TrainModel::lora_tensors(DType dtype) const {
+  GP_CHECK(traits(dtype).is_float && traits(dtype).block_size == 1, "[lora] cannot export adapters as ",
+           dtype_name(dtype), "; expected f32, f16 or bf16");
+  std::map<std::string, Tensor> out;
+  for (const ParamInfo& pi : impl_->lora().params) {
+    Tensor t = Tensor::zeros(pi.shape, dtype);
+    traits(dtype).from_f32(impl_->lp() + pi.offset, t.raw(), int64_t(pi.numel));
+    out.emplace(pi.name, std::move(t));
+  }
+  return out;
+}
+
+void TrainModel::set_lora_step(int64_t step) { impl_->graph.set_lora_step(step); }
+int64_t TrainModel::lora_step() const { return impl_->graph.lora_step(); }
+void TrainModel::set_training(bool on) { impl_->graph.set_training(on); }
+bool TrainModel::training() const { return impl_->graph.training(); }
+
 
 std::vector<ParamSegment> param_segments(const TrainModel& m) {
   std::vector<ParamSegment> s;

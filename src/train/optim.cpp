@@ -91,6 +91,7 @@ StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> mic
                       double max_grad_norm) {
   GP_CHECK(!micro.empty(), "[train_step] needs at least one micro-batch");
   m.zero_grad();
+  m.set_lora_step(opt.step_count());  // dropout masks from the step: reproduced on resume
   StepResult r;
   const float scale = 1.0f / float(micro.size());
   for (const MicroBatch& mb : micro) {
@@ -105,13 +106,24 @@ StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> mic
   return r;
 }
 
-double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T) {
+double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T, const LoraConfig* lora) {
   const double C = double(c.hidden_size), FF = double(c.intermediate_size);
   const double qkv = double(c.q_dim() + 2 * c.kv_dim()), ao = double(c.q_dim());
   const double per_layer = C * qkv + ao * C + 3.0 * C * FF;
   const double matmul_params = double(c.num_hidden_layers) * per_layer + double(c.vocab_size) * C;
   const double attn = ops::attention_flops(T, c.num_attention_heads, c.head_dim, 0);
-  return 6.0 * matmul_params * double(B * T) + 3.0 * double(B) * double(c.num_hidden_layers) * attn;
+  const double attn_flops = 3.0 * double(B) * double(c.num_hidden_layers) * attn;
+  if (!lora) return 6.0 * matmul_params * double(B * T) + attn_flops;
+  // Frozen base: forward and input gradient only; each adapter r (in + out) parameters.
+  lora->validate();
+  const double in_out[] = {C + double(c.q_dim()), C + double(c.kv_dim()), C + double(c.kv_dim()),
+                           ao + C, C + FF, C + FF, FF + C};
+  double adapter = 0;
+  const auto& names = lora_target_names();
+  for (const std::string& t : lora->targets)
+    adapter += in_out[std::find(names.begin(), names.end(), t) - names.begin()];
+  adapter *= double(lora->rank) * double(c.num_hidden_layers);
+  return (4.0 * matmul_params + 6.0 * adapter) * double(B * T) + attn_flops;
 }
 
 }  // namespace genperf

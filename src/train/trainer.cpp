@@ -85,6 +85,9 @@ double Trainer::validation_loss() {
   // Weighted by scored tokens, so that padding-heavy batches count for what they score.
   double sum = 0;
   int64_t count = 0;
+  // Evaluation mode: no LoRA dropout, and the dropout counters of training stay untouched.
+  const bool was_training = model_.training();
+  model_.set_training(false);
   for (int64_t b = 0; b < use; ++b) {
     const std::span<const int32_t> tok(validation_.tokens.data() + b * B * T, size_t(B * T));
     const std::span<const int32_t> tgt(validation_.targets.data() + b * B * T, size_t(B * T));
@@ -92,6 +95,7 @@ double Trainer::validation_loss() {
     sum += double(model_.forward(tok, tgt, B, T)) * double(scored);
     count += scored;
   }
+  model_.set_training(was_training);
   return count ? sum / double(count) : 0.0;
 }
 

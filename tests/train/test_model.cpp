@@ -15,7 +15,6 @@
 #include "genperf/llama.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
-#include "genperf/train.h"
 #include "train/graph.h"
 #include "train/train_test_util.h"
 
@@ -25,44 +24,6 @@ using namespace genperf::testing;
 namespace {
 
 constexpr uint64_t kSeed = 20260303;
-
-LlamaConfig tiny(int64_t NH, int64_t NKV, bool tied, bool bias) {
-  LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.intermediate_size = 40;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = NH;
-  c.num_key_value_heads = NKV;
-  c.head_dim = 32 / NH;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = tied;
-  c.attention_bias = bias;
-  c.bos_token_ids = {1};
-  c.eos_token_ids = {2};
-  return c;
-}
-
-struct Batch {
-  std::vector<int32_t> tokens, targets;
-  int64_t B, T;
-};
-
-// Random tokens; targets are the next tokens, with every `ignore_every`-th one set to -1.
-Batch make_batch(uint64_t seed, int64_t B, int64_t T, int64_t V, int ignore_every = 4) {
-  Rng r(seed);
-  Batch b{{}, {}, B, T};
-  for (int64_t i = 0; i < B * (T + 1); ++i) b.tokens.push_back(int32_t(r.next() % uint64_t(V)));
-  for (int64_t s = 0; s < B; ++s)
-    for (int64_t t = 0; t < T; ++t)
-      b.targets.push_back(ignore_every && (s * T + t) % ignore_every == 1 ? -1 : b.tokens[size_t(s * (T + 1) + t + 1)]);
-  std::vector<int32_t> in;
-  for (int64_t s = 0; s < B; ++s)
-    for (int64_t t = 0; t < T; ++t) in.push_back(b.tokens[size_t(s * (T + 1) + t)]);
-  b.tokens = in;
-  return b;
-}
 
 // Weights spread like a trained model's (1/sqrt(fan_in)), not the small training init.
 TrainModel spread_model(const LlamaConfig& c, TrainOptions o, RopeStyle rope = RopeStyle::Neox) {

@@ -1,5 +1,5 @@
-// Helpers of the training tests: seeded random data, the tolerance measure, and central finite
-// differences in float64.
+// Helpers of the training tests: seeded random data and batches, a tiny model shape, the
+// tolerance measure, and central finite differences in float64.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "genperf/llama_config.h"
 #include "genperf/rng.h"
 
 namespace genperf::testing {
@@ -81,6 +82,45 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
+}
+
+// A tiny Llama: vocabulary 50, hidden 32, MLP 40, two layers, NH query and NKV key/value heads.
+inline LlamaConfig tiny(int64_t NH, int64_t NKV, bool tied, bool bias) {
+  LlamaConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.intermediate_size = 40;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = NH;
+  c.num_key_value_heads = NKV;
+  c.head_dim = 32 / NH;
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = tied;
+  c.attention_bias = bias;
+  c.bos_token_ids = {1};
+  c.eos_token_ids = {2};
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  int64_t B, T;
+};
+
+// Random tokens; targets are the next tokens, with every `ignore_every`-th one set to -1.
+inline Batch make_batch(uint64_t seed, int64_t B, int64_t T, int64_t V, int ignore_every = 4) {
+  Rng r(seed);
+  Batch b{{}, {}, B, T};
+  for (int64_t i = 0; i < B * (T + 1); ++i) b.tokens.push_back(int32_t(r.next() % uint64_t(V)));
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t t = 0; t < T; ++t)
+      b.targets.push_back(ignore_every && (s * T + t) % ignore_every == 1 ? -1 : b.tokens[size_t(s * (T + 1) + t + 1)]);
+  std::vector<int32_t> in;
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t t = 0; t < T; ++t) in.push_back(b.tokens[size_t(s * (T + 1) + t)]);
+  b.tokens = in;
+  return b;
 }
 
 }  // namespace genperf::testing

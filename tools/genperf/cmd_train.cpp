@@ -108,7 +108,8 @@ struct RunFiles {
 // Runs the trainer with progress, a printed line every --log-every steps and the JSON log; then
 // exports the model. Returns the summary record.
 Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, const TokenSequences& val,
-                  const RunFiles& files, const std::vector<std::string>& extra_files, Json run_info) {
+                  const RunFiles& files, const std::vector<std::string>& extra_files, Json run_info,
+                  bool export_model = true) {
   const TrainerConfig tc = trainer_config(a);
   Trainer trainer(m, train, val, tc);
   if (a.flag("resume")) {
@@ -168,7 +169,7 @@ Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, con
                               {"final_loss", last_loss},
                               {"mean_tokens_per_s", tok_s_n ? tok_s_sum / double(tok_s_n) : 0.0}};
   if (!std::isnan(last_val)) summary["val_loss"] = last_val;
-  if (trainer.step() == tc.steps) {
+  if (trainer.step() == tc.steps && export_model) {
     const DType dt = parse_dtype(a.str("dtype"));
     save_hf_checkpoint(files.dir, m.config(), m.tensors(dt), extra_files);
     summary["model"] = files.dir;
@@ -253,7 +254,13 @@ int cmd_finetune(int argc, char** argv) {
          concat({{"model", "the model to fine-tune: HF directory or .gguf file"},
                  {"data", "prompt/response JSONL (loss on responses only)", "", false, true},
                  {"text", "or plain text, one document per line", "", false, true},
-                 {"truncate", "cut records longer than --seq instead of failing", "", true}},
+                 {"truncate", "cut records longer than --seq instead of failing", "", true},
+                 {"lora-rank", "LoRA rank (0: full fine-tuning)", "0"},
+                 {"lora-alpha", "LoRA alpha (the update is scaled by alpha / rank)", "16"},
+                 {"lora-dropout", "LoRA dropout on the adapters' input", "0"},
+                 {"lora-targets", "comma-separated projections: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                  "q_proj,k_proj,v_proj,o_proj"},
+                 {"adapter", "with LoRA: save the adapter (PEFT format) instead of merged weights", "", true}},
                 training_options("1e-4", "200", "0")),
          argc, argv, 2);
   if (run_help(a)) return 0;
@@ -284,6 +291,34 @@ int cmd_finetune(int argc, char** argv) {
                            {"model", src},
                            {"data", a.has("data") ? a.str("data") : a.str("text")},
                            {"seed", a.integer("seed")}};
+  const int64_t rank = a.integer("lora-rank");
+  GP_CHECK(rank >= 0, "[finetune] --lora-rank must be >= 0, got ", rank);
+  GP_CHECK(rank > 0 || !a.flag("adapter"), "[finetune] --adapter needs LoRA (--lora-rank > 0)");
+  if (rank > 0) {
+    LoraConfig lc;
+    lc.rank = int(rank);
+    lc.alpha = float(a.number("lora-alpha"));
+    lc.dropout = float(a.number("lora-dropout"));
+    lc.targets = cli::split(a.str("lora-targets"), ',');
+    lc.seed = uint64_t(a.integer("seed"));
+    m.enable_lora(lc);
+    info["lora"] = Json::Object{{"rank", rank}, {"alpha", double(lc.alpha)}, {"dropout", double(lc.dropout)},
+                                {"targets", a.str("lora-targets")}, {"export", a.flag("adapter") ? "adapter" : "merged"}};
+    if (!a.flag("json"))
+      std::printf("LoRA rank %lld, alpha %g, dropout %g on %s: %.3fM trainable parameters of %.2fM\n", (long long)rank,
+                  double(lc.alpha), double(lc.dropout), a.str("lora-targets").c_str(),
+                  double(m.trainable_params().size()) / 1e6, double(m.num_params()) / 1e6);
+  }
+  if (a.flag("adapter")) {
+    // Only the adapter is exported: the trainer writes no model; the adapter goes to --out.
+    const Json summary = run_training(a, m, split.train, split.validation, files, extra, info, /*export_model=*/false);
+    if (summary.find("step")->as_number() == double(a.integer("steps"))) {
+      m.save_lora_adapter(files.dir + "/adapter", src);
+      if (!a.flag("json")) std::printf("wrote %s/adapter (PEFT LoRA adapter for %s)\n", files.dir.c_str(), src.c_str());
+    }
+    if (a.flag("json")) print_json(summary);
+    return 0;
+  }
   const Json summary = run_training(a, m, split.train, split.validation, files, extra, info);
   finish(a, summary);
   return 0;
