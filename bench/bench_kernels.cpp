@@ -1,8 +1,10 @@
 // Microbenchmarks of the CPU kernels against this machine's floors (BENCHMARKING.md):
-//   GEMV (decode):   GB/s of weight bytes read, and the fraction of measured read bandwidth.
-//                    Weights rotate over copies of >= 512 MiB in all, so they come from memory.
+//   GEMV (decode):   GB/s of weight bytes read (packed bytes for the block formats), and the
+//                    fraction of measured read bandwidth. Weights rotate over copies of >= 512 MiB
+//                    in all, so they come from memory.
 //   GEMM (prefill):  GFLOP/s at T = 512 for the 110M model's shapes, and the fraction of the
-//                    measured 2048^3 GEMM peak of the same weight type.
+//                    measured 2048^3 GEMM peak of the same weight type (bf16's for the block
+//                    formats, which run as decoded bf16 panels where the CPU has AVX512-BF16).
 //   linear by rows:  GEMV kernels and oneDNN side by side for T = 1..32 (the switch-over).
 //   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
 // Real time, 5 repetitions, median, min and max reported; peaks measured once at start-up.
@@ -86,17 +88,21 @@ void BM_Gemm(benchmark::State& state) {
   const double flops = ops::linear_flops(T, K, N);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["peak_frac"] = benchmark::Counter(flops * 1e-9 / peaks().gemm_gflops[int(wt)],
+  const int peak = traits(wt).block_size > 1 ? int(DType::BF16) : int(wt);
+  state.counters["peak_frac"] = benchmark::Counter(flops * 1e-9 / peaks().gemm_gflops[peak],
                                                    benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(dtype_name(wt));
 }
 
 // One path of linear pinned (0: GEMV kernels, 1: oneDNN), K = 768 -> N = 2048, weights in
-// rotation as for BM_Gemv: where GEMV stops beating oneDNN sets cpu::gemv_max_rows.
+// rotation as for BM_Gemv: where GEMV stops beating oneDNN sets cpu::gemv_max_rows (for the
+// block formats: the integer GEMV against decoded panels).
 void BM_LinearRows(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t T = state.range(1), path = state.range(2), N = 2048, K = 768;
-  const int copies = 64;  // 64 x 3 MiB (bf16): beyond the last-level cache
+  // At least 64 copies and 192 MiB (64 x 3 MiB of bf16): beyond the last-level cache.
+  const int copies =
+      int(std::max(64.0, std::ceil(192.0 * (1 << 20) / double(bytes_for(wt, N * K)))));
   std::vector<Tensor> ws = {random({N, K}, wt, 200, 0.05)};
   for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());
   const Tensor x = random({T, K}, DType::F32, 8);
@@ -131,21 +137,33 @@ void BM_Attention(benchmark::State& state) {
 }
 
 constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
-                  kBF16 = int64_t(DType::BF16);
+                  kBF16 = int64_t(DType::BF16), kQ8_0 = int64_t(DType::Q8_0),
+                  kQ4_0 = int64_t(DType::Q4_0), kQ4_1 = int64_t(DType::Q4_1),
+                  kQ5_0 = int64_t(DType::Q5_0), kQ5_1 = int64_t(DType::Q5_1),
+                  kQ4_K = int64_t(DType::Q4_K), kQ5_K = int64_t(DType::Q5_K),
+                  kQ6_K = int64_t(DType::Q6_K);
 
 void gemv_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kBF16, kF16, kF32})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
       b->Args({t, nk.first, nk.second, 1});
 }
+// Block formats, decode: the 110M model's head and MLP, and a 7B model's MLP (11008 x 4096, both
+// ways: 25 to 47 MB packed).
+void qgemv_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K})
+    for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
+             {32000, 768}, {2048, 768}, {11008, 4096}, {4096, 11008}})
+      b->Args({t, nk.first, nk.second, 1});
+}
 void gemm_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kF32, kBF16})
+  for (int64_t t : {kF32, kBF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
              {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
       b->Args({t, nk.first, nk.second, 512});
 }
 void rows_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kBF16, kF16, kF32})
+  for (int64_t t : {kBF16, kF16, kF32, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
     for (int64_t T : {1, 2, 4, 8, 12, 16, 32})
       for (int64_t path : {0, 1}) b->Args({t, T, path});
 }
@@ -160,6 +178,7 @@ void protocol(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Gemv)->Apply(gemv_args)->Apply(protocol);
+BENCHMARK(BM_Gemv)->Name("BM_QGemv")->Apply(qgemv_args)->Apply(protocol);
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Apply(protocol);
 BENCHMARK(BM_LinearRows)->Apply(rows_args)->Apply(protocol);
 BENCHMARK(BM_Attention)->Args({512, 0})->Args({1, 127})->Args({1, 511})->Apply(protocol);

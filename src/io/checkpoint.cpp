@@ -235,8 +235,13 @@ void check_tensors(const LlamaConfig& c, const std::map<std::string, Tensor>& te
     const Tensor& t = it->second;
     GP_CHECK(t.shape() == e.shape, "[checkpoint] ", file_of(e.name), ": tensor ", e.name, " has shape ",
              shape_text(t.shape()), ", expected ", shape_text(e.shape));
-    GP_CHECK(traits(t.dtype()).is_float, "[checkpoint] ", file_of(e.name), ": tensor ", e.name, " has type ",
-             dtype_name(t.dtype()), ", expected a float type");
+    // Matrices may be quantized (any block format, or FP8 with per-block scales); norms and
+    // biases, and plain FP8 (which needs a scale tensor), stay float.
+    const DType dt = t.dtype();
+    const bool block_format = !traits(dt).is_float && traits(dt).block_size > 1;
+    GP_CHECK(traits(dt).is_float || (block_format && e.shape.size() == 2), "[checkpoint] ", file_of(e.name),
+             ": tensor ", e.name, " has type ", dtype_name(dt), ", expected a float type",
+             e.shape.size() == 2 ? " or a block-quantized format" : "");
   }
 }
 

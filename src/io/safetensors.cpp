@@ -27,6 +27,16 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
+// Metadata key prefix of genperf's quantized tensors: "genperf.quant.<name>" = "<format> <dims>".
+constexpr std::string_view kQuantPrefix = "genperf.quant.";
+
+// A type with a safetensors dtype name, or nullptr.
+const char* native_name(DType t) {
+  for (const auto& k : kDtypes)
+    if (k.dtype == t) return k.name;
+  return nullptr;
+}
+
 class HeaderReader {
  public:
   HeaderReader(const MmapFile& f) : f_(f) {}
@@ -65,20 +75,25 @@ class HeaderReader {
     return out;
   }
 
-  Entry entry(const std::string& name, const Json& e, uint64_t data_bytes) const {
+  // `quant` holds the "genperf.quant.<name>" metadata value of this tensor, or null.
+  Entry entry(const std::string& name, const Json& e, uint64_t data_bytes, const std::string* quant) const {
     if (!e.is_object()) error("tensor '", name, "' is a JSON ", e.type_name(), ", expected an object");
     Entry out;
     out.name = name;
-    out.dtype = dtype(name, field(name, e, "dtype"));
+    const bool bytes = dtype(name, field(name, e, "dtype"), out.dtype);
     out.shape = shape(name, field(name, e, "shape"));
     offsets(name, field(name, e, "data_offsets"), out);
     if (out.end > data_bytes)
       error("tensor '", name, "' data_offsets [", out.begin, ", ", out.end, "] exceed the data size ",
             data_bytes);
-    const uint64_t expect = byte_size(name, out);
+    if (bytes != (quant != nullptr))
+      error("tensor '", name, "' ", bytes ? "has dtype U8 but no" : "is not U8 but has", " '", kQuantPrefix, name,
+            "' metadata (genperf stores quantized tensors as U8 bytes described there)");
+    const uint64_t expect = byte_size(name, out.shape, bytes ? 1 : traits(out.dtype).block_bytes);
     if (expect != out.end - out.begin)
-      error("tensor '", name, "' of dtype ", safetensors_dtype_name(out.dtype), " and shape ",
+      error("tensor '", name, "' of dtype ", bytes ? "U8" : safetensors_dtype_name(out.dtype), " and shape ",
             shape_text(out.shape), " needs ", expect, " bytes, but data_offsets span ", out.end - out.begin);
+    if (bytes) quantized(name, *quant, out);
     if (out.shape.empty()) out.shape = {1};  // genperf tensors have rank 1..4
     return out;
   }
@@ -90,12 +105,60 @@ class HeaderReader {
     return *v;
   }
 
-  DType dtype(const std::string& name, const Json& d) const {
+  // Sets `out` and returns false for a native dtype; returns true for U8 (quantized bytes).
+  bool dtype(const std::string& name, const Json& d, DType& out) const {
     if (!d.is_string()) error("tensor '", name, "' dtype is a ", d.type_name(), ", expected a string");
+    if (d.as_string() == "U8") return true;
     for (const auto& k : kDtypes)
-      if (d.as_string() == k.name) return k.dtype;
+      if (d.as_string() == k.name) {
+        out = k.dtype;
+        return false;
+      }
     error("tensor '", name, "' has unsupported dtype '", d.as_string(),
-          "' (genperf reads F32, F16, BF16, I32)");
+          "' (genperf reads F32, F16, BF16, I32, and U8 bytes of its quantized formats)");
+  }
+
+  // A U8 tensor of quantized bytes: `spec` is "<format> <d0> <d1> ..." (the logical shape); the
+  // stored shape must be [d0, ..., d_last / block * block_bytes]. On success e takes the format
+  // and the logical shape.
+  void quantized(const std::string& name, const std::string& spec, Entry& e) const {
+    std::vector<std::string> words(1);
+    for (char ch : spec) {
+      if (ch == ' ') words.emplace_back();
+      else words.back() += ch;
+    }
+    auto bad = [&](const auto&... why) {
+      error("tensor '", name, "': metadata '", kQuantPrefix, name, "' = '", spec, "' ", why...,
+            " (expected '<format> <dim> ...')");
+    };
+    if (words.size() < 2 || words.size() > size_t(kMaxDims) + 1) bad("needs a format and 1 to ", kMaxDims, " dims");
+    DType f = DType::F32;
+    try {
+      f = parse_dtype(words[0]);
+    } catch (const Error&) {
+      bad("names an unknown format");
+    }
+    if (native_name(f)) bad("names ", dtype_name(f), ", which safetensors stores natively");
+    std::vector<int64_t> logical;
+    for (size_t i = 1; i < words.size(); ++i) {
+      const std::string& w = words[i];
+      if (w.empty() || w.size() > 15 || w.find_first_not_of("0123456789") != std::string::npos)
+        bad("has dim '", w, "', not a non-negative integer");
+      logical.push_back(std::stoll(w));
+    }
+    const TypeTraits& tr = traits(f);
+    const int64_t last = logical.back();
+    if (last % tr.block_size != 0)
+      bad("has rows of ", last, " elements, not a multiple of the ", tr.name, " block size ", tr.block_size);
+    std::vector<int64_t> stored = logical;
+    if (__builtin_mul_overflow(last / tr.block_size, int64_t(tr.block_bytes), &stored.back()))
+      bad("overflows a 64-bit byte count");
+    if (stored != e.shape)
+      error("tensor '", name, "': ", tr.name, " of shape ", shape_text(logical), " is stored as U8 ",
+            shape_text(stored), ", but the file has U8 ", shape_text(e.shape));
+    byte_size(name, logical, tr.block_bytes);  // no partial product of the logical shape overflows
+    e.dtype = f;
+    e.shape = logical;
   }
 
   static bool is_uint(const Json& v) {
@@ -125,13 +188,14 @@ class HeaderReader {
 
   // Zero dimensions count as 1 in the overflow check, so that no partial product of the shape
   // (in any order, as Tensor computes them) can overflow even when the tensor is empty.
-  uint64_t byte_size(const std::string& name, const Entry& e) const {
-    int64_t span = int64_t(traits(e.dtype).block_bytes);
+  // (For a block format, the elements' product bounds the blocks' one, so it is checked too.)
+  uint64_t byte_size(const std::string& name, const std::vector<int64_t>& shape, size_t elem_bytes) const {
+    int64_t span = int64_t(elem_bytes);
     bool empty = false;
-    for (int64_t d : e.shape) {
+    for (int64_t d : shape) {
       empty = empty || d == 0;
       if (__builtin_mul_overflow(span, d == 0 ? int64_t(1) : d, &span))
-        error("tensor '", name, "' shape ", shape_text(e.shape), " overflows a 64-bit byte count");
+        error("tensor '", name, "' shape ", shape_text(shape), " overflows a 64-bit byte count");
     }
     return empty ? 0 : uint64_t(span);
   }
@@ -176,12 +240,19 @@ SafetensorsFile read_safetensors(std::shared_ptr<MmapFile> file) {
   std::set<std::string_view> seen;
   for (const auto& [name, value] : header.as_object()) {
     if (!seen.insert(name).second) r.error("key '", name, "' appears twice in the header");
-    if (name == "__metadata__") {
-      out.metadata = r.metadata(value);
-      continue;
-    }
-    entries.push_back(r.entry(name, value, data_bytes));
+    if (name == "__metadata__") out.metadata = r.metadata(value);
   }
+  std::set<std::string> described;  // tensors that genperf.quant.* metadata describes
+  for (const auto& [key, v] : out.metadata)
+    if (key.compare(0, kQuantPrefix.size(), kQuantPrefix) == 0) described.insert(key.substr(kQuantPrefix.size()));
+  for (const auto& [name, value] : header.as_object()) {
+    if (name == "__metadata__") continue;
+    const auto q = out.metadata.find(std::string(kQuantPrefix) + name);
+    entries.push_back(r.entry(name, value, data_bytes, q == out.metadata.end() ? nullptr : &q->second));
+    described.erase(name);
+  }
+  if (!described.empty())
+    r.error("metadata '", kQuantPrefix, *described.begin(), "' describes a tensor the file does not have");
   check_no_overlap(r, entries);
   for (const Entry& e : entries) {
     out.names.push_back(e.name);
@@ -208,9 +279,19 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     GP_CHECK(seen.insert(name).second, context, " given twice");
     Tensor c = contiguous_cpu(t, context);
     Json shape = Json::Array{};
-    for (int64_t d : c.shape()) shape.push_back(Json(d));
+    const bool bytes = !native_name(c.dtype());  // a quantized format: U8 bytes plus metadata
+    for (int i = 0; i < c.ndim(); ++i)
+      shape.push_back(Json(bytes && i == c.ndim() - 1 ? int64_t(bytes_for(c.dtype(), c.size(i))) : c.size(i)));
+    if (bytes) {
+      const std::string key = std::string(kQuantPrefix) + name;
+      GP_CHECK(!metadata.count(key), context, ": the metadata already has a '", key, "' entry");
+      std::string spec = dtype_name(c.dtype());
+      for (int64_t d : c.shape()) spec += cat(" ", d);
+      if (!header.find("__metadata__")) header["__metadata__"] = Json::Object{};
+      header["__metadata__"][key] = spec;
+    }
     Json e = Json::Object{};
-    e["dtype"] = safetensors_dtype_name(c.dtype());
+    e["dtype"] = bytes ? "U8" : safetensors_dtype_name(c.dtype());
     e["shape"] = std::move(shape);
     e["data_offsets"] = Json::Array{Json(int64_t(offset)), Json(int64_t(offset + c.nbytes()))};
     header.as_object().emplace_back(name, std::move(e));  // names checked unique above

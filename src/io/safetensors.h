@@ -17,18 +17,24 @@ namespace genperf {
 struct SafetensorsFile {
   std::shared_ptr<MmapFile> file;
   std::vector<std::string> names;         // header order
-  std::map<std::string, Tensor> tensors;  // F32, F16, BF16 or I32; shapes outermost first
+  std::map<std::string, Tensor> tensors;  // F32, F16, BF16, I32 or quantized; shapes outermost first
   std::map<std::string, std::string> metadata;
 };
 
+// genperf's quantized formats (Q4_0, Q4_K, F8_E4M3_B32, ...), which safetensors has no dtype
+// for, are stored as U8 tensors of their bytes, shape [d0, ..., row bytes], with metadata
+// "genperf.quant.<name>" = "<format> <d0> ... <d_last>" giving the format and the logical shape.
+//
 // Reads `path`; errors are genperf::Error "[safetensors] <path>: ...". Dtypes other than F32, F16,
-// BF16 and I32 are an error naming the tensor. A rank-0 (scalar) tensor reads as shape [1].
+// BF16, I32 and U8 described by genperf.quant metadata are an error naming the tensor; the U8
+// bytes must match the format and logical shape exactly. A rank-0 (scalar) tensor reads as shape [1].
 SafetensorsFile read_safetensors(const std::string& path);
 // The same checks on bytes already in memory (fuzzers, tests).
 SafetensorsFile read_safetensors(std::shared_ptr<MmapFile> file);
 
 // Writes tensors in the given order, contiguous, after a header padded with spaces to a multiple
-// of 8 bytes; path + ".tmp" first, renamed when complete.
+// of 8 bytes; path + ".tmp" first, renamed when complete. Quantized tensors go as U8 bytes with
+// their genperf.quant metadata entry.
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -41,5 +41,7 @@ inline void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); 
 // Verbs defined outside main.cpp.
 int cmd_train(int argc, char** argv);
 int cmd_finetune(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
+int cmd_sensitivity(int argc, char** argv);
 
 }  // namespace genperf::cli

@@ -69,6 +69,7 @@ int cmd_generate(int argc, char** argv) {
                             {"prefill_seconds", r.prefill_seconds}, {"decode_seconds", r.decode_seconds}});
   } else {
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr, "%zu prompt tokens in %.3f s, %zu tokens in %.3f s (%.1f tokens/s)\n", r.prompt_ids.size(),
                  r.prefill_seconds, r.ids.size(), r.decode_seconds,
                  r.decode_seconds > 0 ? double(r.ids.size()) / r.decode_seconds : 0.0);
@@ -162,32 +163,47 @@ int cmd_bench_train(int argc, char** argv) {
          {{"model", "random:<shape> (110m, default, tiny) or a HF directory (its config is used)", "random:110m"},
           {"attn", "attention: naive (scores materialized) or flash (tiled, memory linear in seq)", "flash"},
           {"seq", "sequence length", "512"}, {"batch", "sequences per step", "1"},
-          {"precision", "compute precision (f32; bf16 mixed precision is not implemented yet)", "f32"},
+          {"precision", "compute precision: f32, or bf16 mixed precision (f32 master weights; needs AVX512-BF16)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward", "", true},
+          {"lora-rank", "LoRA rank (0: full training)", "0"},
+          {"lora-targets", "projections with LoRA adapters", "q_proj,k_proj,v_proj,o_proj"},
           {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
   const std::string spec = a.str("model");
-  const LlamaConfig c = spec.rfind("random:", 0) == 0 ? preset_config(spec.substr(7)) : read_hf_config(spec + "/config.json");
-  GP_CHECK(a.str("precision") == "f32", "[bench train] --precision ", a.str("precision"),
-           ": only f32 training is implemented so far");
+  LlamaConfig c = spec.rfind("random:", 0) == 0 ? preset_config(spec.substr(7)) : read_hf_config(spec + "/config.json");
+  // A random model's context stretches to the benchmarked length (RoPE has no learned limit), so
+  // the attention sweep can run the default shape at 4096 tokens.
+  if (spec.rfind("random:", 0) == 0) c.max_position_embeddings = std::max(c.max_position_embeddings, a.integer("seq"));
+  const Precision requested = parse_precision(a.str("precision"));
   TrainBenchOptions o;
   o.batch = a.integer("batch");
   o.seq = a.integer("seq");
   o.reps = int(a.integer("reps"));
   o.train.attention = parse_attention_mode(a.str("attn"));
   o.train.checkpoint_layers = a.flag("checkpoint-layers");
+  o.train.precision = effective_precision(requested);
+  if (a.integer("lora-rank") > 0) {
+    LoraConfig lc;
+    lc.rank = int(a.integer("lora-rank"));
+    lc.alpha = float(2 * lc.rank);
+    lc.targets = split(a.str("lora-targets"), ',');
+    o.lora = lc;
+  }
   GP_CHECK(o.batch > 0 && o.seq > 0 && o.reps > 0, "[bench train] --batch, --seq and --reps must be positive");
   const TrainBenchResult r = bench_train_step(c, o);
   Json j = r.to_json();
   j["model"] = spec;
   j["parameters"] = c.num_parameters();
-  j["precision"] = "f32";
+  j["precision"] = precision_name(o.train.precision);
+  j["precision_requested"] = precision_name(requested);
   if (!a.flag("no-peaks")) {
-    const double peak = bench::measure_gemm_peak_gflops(DType::F32);
-    j["gemm_peak_gflops_f32"] = peak;
+    // MFU against the peak of the precision that ran: the f32 or the bf16 GEMM peak.
+    const bool bf16 = o.train.precision == Precision::Bf16;
+    const double peak = bench::measure_gemm_peak_gflops(bf16 ? DType::BF16 : DType::F32);
+    j[bf16 ? "gemm_peak_gflops_bf16" : "gemm_peak_gflops_f32"] = peak;
     j["mfu"] = r.gflops / peak;
   }
   j["provenance"] = provenance(g_command).to_json();
@@ -196,12 +212,14 @@ int cmd_bench_train(int argc, char** argv) {
     print_json(j);
     return 0;
   }
-  std::printf("model      %s (%.1fM parameters), batch %lld x seq %lld, %s attention, f32\n", spec.c_str(),
-              double(c.num_parameters()) / 1e6, (long long)o.batch, (long long)o.seq, attention_mode_name(o.train.attention));
+  std::printf("model      %s (%.1fM parameters), batch %lld x seq %lld, %s attention, %s\n", spec.c_str(),
+              double(c.num_parameters()) / 1e6, (long long)o.batch, (long long)o.seq, attention_mode_name(o.train.attention),
+              precision_name(o.train.precision));
   std::printf("step       %.3f s median (min %.3f, max %.3f, %zu reps)  %.1f tokens/s  %.1f GFLOP/s",
               r.step_seconds.median, r.step_seconds.min, r.step_seconds.max, r.step_seconds.samples.size(),
               r.tokens_per_s, r.gflops);
-  if (const Json* m = j.find("mfu")) std::printf("  MFU %.0f%% of the measured f32 GEMM peak", 100 * m->as_number());
+  if (const Json* m = j.find("mfu"))
+    std::printf("  MFU %.0f%% of the measured %s GEMM peak", 100 * m->as_number(), precision_name(o.train.precision));
   std::printf("\nmemory     weights %.1f MB | grads %.1f MB | optimizer %.1f MB | activations %.1f MB (attention %.1f MB) | peak RSS %.1f MB\n",
               double(r.memory.weights) / 1e6, double(r.memory.grads) / 1e6, double(r.memory.optimizer) / 1e6,
               double(r.memory.activations.total()) / 1e6,
@@ -335,6 +353,8 @@ void usage(FILE* f) {
       "  train           train a model from scratch on text (and its SentencePiece tokenizer)\n"
       "  finetune        fine-tune a model (full or LoRA) on text or prompt/response JSONL\n"
       "  convert         write a checkpoint as GGUF\n"
+      "  quantize        quantize a model (recipes, rtn/imatrix/gptq) to GGUF or safetensors\n"
+      "  sensitivity     per-tensor quantization sensitivity map (CSV, JSON, SVG heatmap)\n"
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n",
       f);
@@ -358,6 +378,8 @@ int main(int argc, char** argv) {
     if (verb == "info") return cmd_info(argc, argv);
     if (verb == "train") return cmd_train(argc, argv);
     if (verb == "finetune") return cmd_finetune(argc, argv);
+    if (verb == "quantize") return cmd_quantize(argc, argv);
+    if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
     std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
     usage(stderr);
     return 2;

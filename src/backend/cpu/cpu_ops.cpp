@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/qkernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 
@@ -38,6 +39,11 @@ int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
 size_t ld_floats(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / 4; }
 int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
 
+// The most rows for which block-quantized weights take the integer GEMV rather than the
+// decoded-panel GEMM (gemm_onednn.cpp). GEMV/GEMM time at K=768, N=2048 (one thread, CPU time,
+// Q4_0 Q8_0 Q4_K Q6_K alike): 0.6 at T=8, 0.9-0.96 at 16, 1.1-1.2 at 24.
+constexpr int64_t kQuantGemvMaxRows = 16;
+
 // f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
 const float* as_f32(const Tensor& t, std::vector<float>& keep) {
   if (t.dtype() == DType::F32) return t.data<float>();
@@ -55,18 +61,66 @@ const float* as_f32(const Tensor& t, std::vector<float>& keep) {
 // rows, at close to the bandwidth floor while T is small; oneDNN packs the weights per call and,
 // for bf16, rounds x (for f16 it has no kernel: weights are converted to f32 block by block).
 // Crossovers measured with bench_kernels (BM_LinearRows, K=768, N=2048) on a Zen 5 core:
-// bf16 8, f32 between 16 and 32, f16 beyond 32.
+// bf16 8, f32 between 16 and 32, f16 beyond 32. Block-quantized formats: kQuantGemvMaxRows.
 int64_t gemv_max_rows(DType wt) {
   switch (wt) {
     case DType::F32: return 16;
     case DType::F16: return 32;
-    default: return 8;
+    case DType::BF16: return 8;
+    default: return traits(wt).block_size > 1 ? kQuantGemvMaxRows : 8;
   }
 }
 
+namespace {
+
+bool has_gemv(DType wt) {
+  return kernels_generic().gemv[size_t(wt)] || kernels_generic().qgemv[size_t(wt)];
+}
+
+// Each thread takes a contiguous range of output rows, cut at multiples of 16 so that no two
+// threads write the same cache line of y; fn(n0, n1) runs one range.
+template <class Fn>
+void split_rows(int64_t N, int64_t K, const Fn& fn) {
+  const int nt = int(std::min<int64_t>(threads_for(N * K), (N + 15) / 16));
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t blocks = (N + 15) / 16;
+    const int64_t n0 = std::min(N, blocks * id / n * 16),
+                  n1 = std::min(N, blocks * (id + 1) / n * 16);
+    if (n0 < n1) fn(n0, n1);
+  }
+}
+
+// Block-quantized weights: x rows quantized to 8-bit blocks once (qkernels.h), then the integer
+// GEMV. The activation buffer is the calling thread's, kept between calls.
+void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                  int64_t K, int64_t N) {
+  const Kernels& kr = kernels();
+  QGemvFn f = kr.qgemv[size_t(w.dtype())];
+  if (!f) f = kernels_generic().qgemv[size_t(w.dtype())];
+  GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
+  if (T == 0 || N == 0) return;
+  thread_local std::vector<char> act;
+  act.resize(qact_bytes(T, K));
+  const QAct a = qact_view(act.data(), T, K);
+  const float* xp = x.data<float>();
+  const size_t ldx = ld_floats(x);
+  const auto quantize = kr.quantize_act;
+#pragma omp parallel for num_threads(threads_for(T * K)) schedule(static)
+  for (int64_t t = 0; t < T; ++t) quantize(xp + size_t(t) * ldx, a, t);
+  std::vector<float> bias_keep;
+  const float* b = bias ? as_f32(*bias, bias_keep) : nullptr;
+  float* yp = y.data<float>();
+  const size_t ldy = ld_floats(y), ldw = w.stride(0);
+  split_rows(N, K, [&](int64_t n0, int64_t n1) { f(a, T, w.raw(), ldw, n0, n1, b, yp, ldy); });
+}
+
+}  // namespace
+
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
             int64_t N) {
-  if (T <= gemv_max_rows(w.dtype()) && kernels_generic().gemv[size_t(w.dtype())])
+  if (T <= gemv_max_rows(w.dtype()) && has_gemv(w.dtype()))
     linear_gemv(x, w, bias, y, T, K, N);
   else
     linear_gemm(x, w, bias, y, T, K, N);
@@ -74,6 +128,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int
 
 void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {
+  if (kernels_generic().qgemv[size_t(w.dtype())]) return linear_qgemv(x, w, bias, y, T, K, N);
   GemvFn f = kernels().gemv[size_t(w.dtype())];
   if (!f) f = kernels_generic().gemv[size_t(w.dtype())];
   GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
@@ -83,17 +138,8 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const size_t ldx = ld_floats(x), ldy = ld_floats(y), ldw = w.stride(0);
-  // Each thread takes a contiguous range of output rows, cut at multiples of 16 so that no two
-  // threads write the same cache line of y.
-  const int nt = int(std::min<int64_t>(threads_for(N * K), (N + 15) / 16));
-#pragma omp parallel num_threads(nt)
-  {
-    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads();
-    const int64_t blocks = (N + 15) / 16;
-    const int64_t n0 = std::min(N, blocks * id / n * 16),
-                  n1 = std::min(N, blocks * (id + 1) / n * 16);
-    if (n0 < n1) f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy);
-  }
+  split_rows(N, K,
+             [&](int64_t n0, int64_t n1) { f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy); });
 }
 
 // ------------------------------------------------------------------------------------------

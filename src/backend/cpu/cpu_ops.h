@@ -24,7 +24,9 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads
                int64_t q_pos0, float scale, Tensor& out, int64_t T, int64_t S, int64_t D);
 
 // The two halves of linear, exposed for benchmarks and tests that pin one path:
-// the bandwidth-bound GEMV kernels (any T, meant for few rows) and the oneDNN GEMM.
+// the bandwidth-bound GEMV kernels (any T, meant for few rows; for block-quantized weights the
+// integer kernels of qkernels.h over x quantized to 8 bits) and the oneDNN GEMM (block-quantized
+// weights decoded panel by panel).
 void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N);
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,

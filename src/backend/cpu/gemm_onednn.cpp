@@ -3,15 +3,19 @@
 //   f32 weights:  f32 matmul.
 //   bf16 weights: x is rounded to bf16 (vectorized), bf16 x bf16 matmul into f32, where the CPU
 //                 has AVX512-BF16 and the ISA level is AVX-512.
+//   block formats (Q4_0, Q4_K, ...): each thread decodes panels of weight rows into its own
+//                 1.5 MiB buffer, bf16 where the bf16 matmul runs (else f32), and multiplies them
+//                 single-threaded (see matmul_quantized): the weights are read packed, once.
 //   otherwise (f16: oneDNN 2.6 creates no f16 matmul on this Zen CPU, not even a reference one;
-//   bf16 without AVX512-BF16; any later format): blocks of weight rows are converted to f32 into
-//   a buffer of at most 16 MiB and multiplied with the f32 matmul, whatever N is.
+//   bf16 without AVX512-BF16; plain FP8): blocks of weight rows are converted to f32 into a
+//   buffer of at most 16 MiB and multiplied with the f32 matmul, whatever N is.
 // Primitives are created once per shape and strides and cached. oneDNN runs on OpenMP; its
 // thread count is set to genperf::num_threads() before each call.
 #include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -98,6 +102,11 @@ bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, d
 // Rows of weights converted to f32 per block: about 16 MiB of buffer, at least 64 rows. Smaller
 // blocks starve oneDNN at large T (2 MiB blocks ran T = K = N = 2048 at 0.44x the speed of
 // 16 MiB ones, measured A/B on 2 threads; at T = 512 the size made no difference).
+// Bytes of one thread's decoded panel of quantized weights. Narrow panels cost oneDNN
+// efficiency (K = 2048: 0.78x of the bf16 GEMM with 96-row panels); 1.5 MiB came within 0.9-1.0x
+// at T = 512 for the 110M model's shapes (thread CPU time, one thread; 0.77-0.97x at 384 KiB).
+constexpr int64_t kPanelBytes = int64_t(1536) << 10;
+
 int64_t convert_block_rows(int64_t K, int64_t N) {
   int64_t rows = (int64_t(16) << 20) / (4 * K);
   rows = rows < 64 ? 64 : rows / 64 * 64;
@@ -121,6 +130,69 @@ void matmul_converting(const float* x, int64_t ldx, const Tensor& w, const float
     GP_CHECK(ok, "[linear] oneDNN has no f32 matmul for x f32[", T, ", ", K, "] and w f32[", rows,
              ", ", K, "]");
   }
+}
+
+// Block-quantized weights (prefill): panels of weight rows decoded (kernels().to_f32, the
+// vectorized dequantizers) to bf16 where the bf16 GEMM runs (else f32), each multiplied by x with
+// oneDNN. Each thread decodes its own panels into its own buffer and multiplies them on its own
+// (oneDNN runs single-threaded inside a parallel region), so no thread waits for another and
+// the weights are read from memory in their packed form only.
+// Rows per panel: at most kPanelBytes of decoded weights, in a number of panels that is a
+// multiple of the thread count (so that the threads finish together), a multiple of 16 rows.
+int64_t panel_rows(int64_t K, size_t elem_bytes, int64_t N, int nt) {
+  const int64_t fit =
+      std::max<int64_t>(16, int64_t(size_t(kPanelBytes) / (elem_bytes * size_t(K))));
+  int64_t panels = (N + fit - 1) / fit;
+  panels = (panels + nt - 1) / nt * nt;
+  const int64_t rows = ((N + panels - 1) / panels + 15) / 16 * 16;
+  return std::min(rows, N);
+}
+
+void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float* bias, float* y,
+                      int64_t ldy, int64_t T, int64_t K, int64_t N) {
+  const auto& kr = kernels();
+  const ToF32Fn conv =
+      kr.to_f32[size_t(w.dtype())] ? kr.to_f32[size_t(w.dtype())] : traits(w.dtype()).to_f32;
+  const bool bf16 = isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+  const int nt = num_threads();
+  std::vector<uint16_t> xb;
+  const void* xs = x;
+  int64_t ldxs = ldx;
+  if (bf16) {
+    xb.resize(size_t(T * K));
+#pragma omp parallel for num_threads(T * K >= (1 << 16) ? nt : 1) schedule(static)
+    for (int64_t t = 0; t < T; ++t) kr.f32_to_bf16(x + t * ldx, xb.data() + t * K, K);
+    xs = xb.data();
+    ldxs = K;
+  }
+  const dt xt = bf16 ? dt::bf16 : dt::f32;
+  const size_t eb = bf16 ? 2 : 4;
+  const int64_t P = panel_rows(K, eb, N, nt), panels = (N + P - 1) / P;
+  bool ok = true;
+#pragma omp parallel num_threads(int(std::min<int64_t>(nt, panels))) reduction(&& : ok)
+  {
+    std::vector<float> row(static_cast<size_t>(K));
+    std::vector<char> panel(size_t(P * K) * eb);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n0 = p * P, rows = std::min(P, N - n0);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (bf16 && kr.to_bf16[size_t(w.dtype())]) {
+          kr.to_bf16[size_t(w.dtype())](w.row(n0 + r),
+                                        reinterpret_cast<uint16_t*>(panel.data()) + r * K, K);
+        } else if (bf16) {
+          conv(w.row(n0 + r), row.data(), K);
+          kr.f32_to_bf16(row.data(), reinterpret_cast<uint16_t*>(panel.data()) + r * K, K);
+        } else {
+          conv(w.row(n0 + r), reinterpret_cast<float*>(panel.data()) + r * K, K);
+        }
+      }
+      ok = run_matmul(xs, ldxs, xt, panel.data(), K, xt, bias ? bias + n0 : nullptr, y + n0,
+                      ldy, T, K, rows) && ok;
+    }
+  }
+  GP_CHECK(ok, "[linear] oneDNN has no ", bf16 ? "bf16" : "f32", " matmul for x [", T, ", ", K,
+           "] and a panel of ", P, " rows of w ", w.describe());
 }
 
 }  // namespace
@@ -159,7 +231,10 @@ void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
     if (run_matmul(xb.data(), K, dt::bf16, w.raw(), ldw_elems, dt::bf16, b, yp, ldy, T, K, N))
       return;
   }
-  matmul_converting(xp, ldx, w, b, yp, ldy, T, K, N);
+  if (traits(wt).block_size > 1)
+    matmul_quantized(xp, ldx, w, b, yp, ldy, T, K, N);
+  else
+    matmul_converting(xp, ldx, w, b, yp, ldy, T, K, N);
 }
 
 }  // namespace genperf::cpu

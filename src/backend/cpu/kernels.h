@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/qkernels.h"
 #include "genperf/dtype.h"
 
 namespace genperf::cpu {
@@ -60,6 +61,13 @@ struct Kernels {
   GemvFn gemv[size_t(DType::COUNT)];
   // Row conversion to f32 by type (vectorized where it pays); null: use traits().to_f32.
   ToF32Fn to_f32[size_t(DType::COUNT)];
+  // Row conversion straight to bf16 (decoded panels of block formats for the bf16 GEMM);
+  // null: to_f32, then f32_to_bf16.
+  Bf16DequantFn to_bf16[size_t(DType::COUNT)];
+  // Block-quantized weights (qkernels.h): activation rows to 8-bit blocks, and the integer GEMV
+  // over them by weight type (null where the level has no kernel for the type).
+  QuantizeActFn quantize_act;
+  QGemvFn qgemv[size_t(DType::COUNT)];
   // dst = bf16(src), round to nearest even (activations for the bf16 GEMM); f32 subnormals may
   // become zero.
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);

@@ -104,6 +104,11 @@ const Kernels& kernels_avx2() {
     t.to_f32[size_t(DType::F32)] = avx2::to_f32_row<avx2::LoadF32>;
     t.to_f32[size_t(DType::BF16)] = avx2::to_f32_row<avx2::LoadBF16>;
     t.to_f32[size_t(DType::F16)] = avx2::to_f32_row<avx2::LoadF16>;
+    t.quantize_act = quantize_act_avx2;
+    for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
+      t.qgemv[i] = qgemv_avx2(DType(i));
+      if (const DequantFn f = dequant_avx2(DType(i))) t.to_f32[i] = f;
+    }
     t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
     t.rms_norm_row = avx2::rms_norm_row;
     t.rope_row = avx2::rope_row;

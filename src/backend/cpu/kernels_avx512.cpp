@@ -131,6 +131,12 @@ const Kernels& kernels_avx512() {
     t.to_f32[size_t(DType::F32)] = avx512::to_f32_row<avx512::LoadF32>;
     t.to_f32[size_t(DType::BF16)] = avx512::to_f32_row<avx512::LoadBF16>;
     t.to_f32[size_t(DType::F16)] = avx512::to_f32_row<avx512::LoadF16>;
+    t.quantize_act = quantize_act_avx512;
+    for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
+      t.qgemv[i] = qgemv_avx512(DType(i), cpu_features().avx512_vnni);
+      if (const DequantFn f = dequant_avx512(DType(i))) t.to_f32[i] = f;
+      if (cpu_features().avx512_bf16) t.to_bf16[i] = dequant_bf16_avx512(DType(i));
+    }
     t.f32_to_bf16 =
         cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
     t.rms_norm_row = avx512::rms_norm_row;

@@ -1,0 +1,209 @@
+// Which tensors a model can afford to quantize hard: the sensitivity map (for each quantizable
+// tensor and candidate format, the whole model's degradation when only that tensor is quantized:
+// KL divergence from the unquantized model and the change in loss on calibration text, plus a
+// cheap activation-weighted error proxy), and the budgeted allocation built on it (each tensor's
+// format chosen to minimize the predicted degradation under a size or bits-per-weight budget, or
+// the size under a KL budget).
+//
+// Additivity assumption: the allocation predicts a plan's KL as the sum of its tensors' measured
+// KLs (each measured with every other tensor unquantized). Errors of different tensors interact,
+// so the prediction is checked against the achieved KL (score_against_reference) after
+// quantizing; the report prints both.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genperf/checkpoint.h"
+#include "genperf/dtype.h"
+#include "genperf/quantize.h"
+
+namespace genperf {
+
+// ---------------------------------------------------------------------------------------------
+// Calibration: the reference model's next-token distributions on calibration windows, computed
+// once and shared by every measurement (sensitivity entries and the achieved KL of a plan).
+//
+// Windows follow eval.h's perplexity(): the text is tokenized without BOS, cut into windows of
+// ctx tokens, each fed as [BOS] + window[:-1] with every window token scored (without a BOS the
+// first token is context only). The text must hold at least one whole window (and max_tokens
+// tokens when given); a shorter last window is scored too.
+struct CalibrationOptions {
+  int64_t ctx = 256;
+  int64_t max_tokens = 0;  // 0: every token of the text; else the first max_tokens (the text must have them)
+  std::string source = "<calibration text>";  // the file name, for error messages
+  bool progress = false;
+};
+
+// KL(P_ref || P_model) per scored token and the losses, on the calibration windows.
+struct CalibrationScore {
+  double kl = 0;          // mean KL, nats per token
+  double kl_max = 0;      // largest per-token KL
+  double nll = 0;         // model's mean NLL (nats)
+  double dloss = 0;       // nll - reference nll
+  double top1 = 0;        // fraction of tokens where the argmaxes agree
+  int64_t tokens = 0;
+};
+
+class CalibrationReference {
+ public:
+  // Tokenizes `text` with ck's tokenizer (which must exist). Errors name opt.source and the token
+  // counts when the text is too short for one window of ctx, or for opt.max_tokens.
+  CalibrationReference(const Checkpoint& ck, const std::string& text, const CalibrationOptions& opt);
+  // From token ids (no BOS; bos < 0 when the model has none), e.g. for models without a tokenizer.
+  CalibrationReference(const Checkpoint& ck, const std::vector<int32_t>& ids, int32_t bos,
+                       const CalibrationOptions& opt);
+  ~CalibrationReference();
+  CalibrationReference(CalibrationReference&&) noexcept;
+
+  // Scores a variant of the reference checkpoint (same config and vocabulary; e.g. with some
+  // tensors quantized). Tensors are shared, not copied.
+  CalibrationScore score(const Checkpoint& variant) const;
+  // Same, for a map of tensors replacing the reference's (the others are the reference's own).
+  CalibrationScore score_with(const std::map<std::string, Tensor>& replaced) const;
+
+  int64_t ctx() const;
+  int64_t tokens() const;                       // scored tokens
+  const std::vector<int32_t>& ids() const;      // the calibration tokens used (no BOS)
+  double reference_nll() const;                 // the reference model's mean NLL
+  double seconds_per_score() const;             // of the reference pass, for estimates
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The sensitivity map.
+
+struct SensitivityOptions {
+  std::vector<DType> formats = {DType::Q2_K, DType::Q3_K, DType::Q4_0, DType::Q4_K,
+                                DType::Q5_K, DType::Q6_K, DType::Q8_0};
+  QuantizeOptions quant;  // method used for every entry (stats filled in by measure_sensitivity)
+  bool measure = true;    // false: proxy only (no per-entry forward passes; kl/dloss are NaN)
+  bool progress = false;
+};
+
+// One (tensor, format) measurement. Formats whose block does not divide the tensor's rows have
+// no entry (listed in SensitivityMap::notes).
+struct SensitivityEntry {
+  std::string tensor;
+  DType format = DType::F32;
+  int64_t bytes = 0;      // packed size of the tensor in this format
+  double bpw = 0;         // bytes * 8 / elements
+  double kl = 0;          // mean KL(ref || model with only this tensor quantized), nats/token
+  double dloss = 0;       // mean NLL change (nats/token); may be negative
+  double proxy = 0;       // sum_i mean_sq[i] * ||W[:, i] - W_hat[:, i]||^2 (activation-weighted error)
+};
+
+struct SensitivityTensor {
+  std::string name;
+  int layer = -1;           // -1 for the embedding and the output head
+  std::string kind;         // q, k, v, o, gate, up, down, embed, head
+  int64_t elements = 0;
+  DType source_dtype = DType::F32;
+  int64_t source_bytes = 0;
+};
+
+struct SensitivityMap {
+  std::string model, calib;
+  std::string method = "rtn";     // quantizer used for the entries (quant_method_name)
+  int64_t ctx = 0, tokens = 0;
+  double reference_nll = 0;
+  std::vector<DType> formats;
+  std::vector<SensitivityTensor> tensors;  // quantizable tensors, in quantizable_tensors() order
+  std::vector<SensitivityEntry> entries;   // tensor-major, formats in `formats` order
+  int64_t total_source_bytes = 0;          // every weight of the source checkpoint
+  bool measured = true;                    // false when only the proxy was computed
+  // Spearman rank correlation between proxy and measured KL: over all entries, and per format.
+  double spearman = 0;
+  std::map<std::string, double> spearman_by_format;  // format name -> rho
+  std::vector<std::string> notes;
+  double seconds = 0;
+
+  const SensitivityTensor* find_tensor(const std::string& name) const;
+  int64_t quantizable_elements() const;
+  int64_t quantizable_source_bytes() const;
+  int64_t other_bytes() const { return total_source_bytes - quantizable_source_bytes(); }
+};
+
+// Measures the map: one quantization per (tensor, format), then one pass over the calibration
+// windows with only that tensor replaced; activation statistics (for the proxy and the
+// imatrix method) come from collect_activation_stats on the same tokens.
+SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationReference& ref,
+                                   const SensitivityOptions& opt);
+
+// Spearman's rank correlation (ties get their average rank); NaN when fewer than 2 pairs or a
+// side is constant.
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+// Files: PREFIX.csv (one row per entry), PREFIX.json (entries + metadata), PREFIX.svg (heatmap:
+// layers x tensor kinds, colored by log10 KL, one panel per format). Each written atomically.
+std::string sensitivity_csv(const SensitivityMap& m);
+std::string sensitivity_json(const SensitivityMap& m);  // read back by read_sensitivity_json
+std::string sensitivity_svg(const SensitivityMap& m);
+void write_sensitivity(const SensitivityMap& m, const std::string& prefix);
+SensitivityMap read_sensitivity_json(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------
+// Allocation.
+
+struct Budget {
+  enum class Kind { Bpw, Bytes, MaxKl };
+  Kind kind = Kind::Bpw;
+  double value = 0;
+  static Budget bpw(double x) { return {Kind::Bpw, x}; }          // over the quantizable elements
+  static Budget bytes(double b) { return {Kind::Bytes, b}; }      // total weight bytes of the model
+  static Budget max_kl(double k) { return {Kind::MaxKl, k}; }     // predicted KL (sum of entries)
+};
+
+struct AllocationOptions {
+  bool use_proxy = false;   // predict with the proxy instead of the measured KL
+  bool allow_keep = true;   // keeping a tensor in its source type (degradation 0) is an option
+};
+
+struct AllocationReport {
+  std::string method;             // "dp" (exact knapsack) or "dp-rounded" (sizes rounded up)
+  double predicted = 0;           // sum of the chosen entries' KL (or proxy with use_proxy)
+  double predicted_dloss = 0;     // sum of the chosen entries' dloss (measured maps only)
+  double lagrangian_bound = 0;    // a lower bound on the optimum (MaxKl: not used)
+  int64_t quantizable_bytes = 0;  // predicted bytes of the quantizable tensors
+  int64_t total_bytes = 0;        // + the other weights
+  double bpw = 0;                 // quantizable_bytes * 8 / quantizable elements
+  int64_t budget_bytes = 0;       // the quantizable-byte budget (Bpw, Bytes)
+  std::map<std::string, int64_t> format_counts;  // format name -> tensors
+  std::string summary() const;    // one line
+};
+
+// An option of one tensor, after Pareto pruning.
+struct AllocationOption {
+  DType format = DType::F32;  // the source type for "keep"
+  int64_t bytes = 0;
+  double cost = 0;            // predicted degradation
+  double dloss = 0;
+  bool keep = false;          // the tensor stays as it is (absent from the plan)
+};
+
+// Per-tensor Pareto-optimal options (bytes strictly increasing, cost strictly decreasing).
+std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityMap& m, const AllocationOptions& o);
+
+// The multiple-choice knapsack on explicit options (exposed for tests): for each group one option
+// index, minimizing the sum of costs with the sum of bytes <= budget; errors when infeasible.
+// Exact dynamic programming over bytes in units of their greatest common divisor (rounded up to
+// at most max_cells cells, then exact for the rounded sizes); `rounded` says which.
+std::vector<int> knapsack_min_cost(const std::vector<std::vector<AllocationOption>>& groups, int64_t budget,
+                                   int64_t max_cells = 1 << 22, bool* rounded = nullptr);
+// The fewest bytes with sum of costs <= max_cost; errors when even the lowest costs exceed it.
+std::vector<int> knapsack_min_bytes(const std::vector<std::vector<AllocationOption>>& groups, double max_cost,
+                                    int64_t max_cells = 1 << 22, bool* rounded = nullptr);
+// The Lagrangian dual bound max_lambda [sum_g min_o (cost + lambda bytes) - lambda budget].
+double lagrangian_lower_bound(const std::vector<std::vector<AllocationOption>>& groups, int64_t budget);
+
+// The plan for a budget. Infeasible budgets throw, naming the smallest achievable (every tensor
+// at its smallest option) or, for MaxKl, the lowest predicted KL.
+QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationReport* report = nullptr,
+                          const AllocationOptions& o = {});
+
+}  // namespace genperf

@@ -1,0 +1,240 @@
+// AVX2 quantized-weight kernels (qkernels.h): activation quantization, the integer GEMV and row
+// dequantization. Bytes multiply with vpmaddubsw (unsigned x signed, pairs summed to int16; no
+// pair of these formats can saturate it: 2 * 63 * 127 for Q6_K, 2 * 128 * 127 for Q8_0 through
+// the sign trick) and vpmaddwd widens to int32. Compiled with -mavx2 -mfma -mf16c.
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/qkernels.h"
+
+namespace genperf::cpu::avx2q {
+namespace {
+
+// 32 bytes, byte i = 0x10 where bit i of v is set: byte k of v copied to bytes 8k..8k+7, each
+// tested against its own bit.
+GP_QINLINE __m256i bits_to_16(uint32_t v) {
+  const __m256i rep = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(v)), _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                                    0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit),
+                          _mm256_set1_epi8(0x10));
+}
+
+}  // namespace
+
+#include "backend/cpu/qkernels_formats.inc"
+
+namespace {
+
+GP_QINLINE float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+GP_QINLINE int32_t hsum_i32(__m256i a) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantization (qkernels.h): the scalar level's arithmetic, 8 lanes at a time; the
+// products x * (127 / amax) round to nearest even as nearbyintf does.
+
+void quantize_act(const float* x, const QAct& a, int64_t t) {
+  int8_t* q = a.qs + t * a.Kp;
+  float* d = a.d + t * a.nb;
+  int32_t* s = a.s + t * a.nb;
+  int16_t* h = a.h + t * 2 * a.nb;
+  float* ds = a.ds + t * a.nb;
+  const int64_t full = a.K / 32;
+  const __m256 sign = _mm256_set1_ps(-0.0f), fmax = _mm256_set1_ps(3.40282347e38f);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    if (b >= full) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_setzero_si256());
+      d[b] = ds[b] = 0.0f;
+      s[b] = h[2 * b] = h[2 * b + 1] = 0;
+      continue;
+    }
+    __m256 v[4], ax[4];
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+      ax[i] = _mm256_andnot_ps(sign, v[i]);
+    }
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(ax[0], ax[1]), _mm256_max_ps(ax[2], ax[3]));
+    // Finite when every |x| <= FLT_MAX (false for NaN, whichever lane holds it).
+    const __m256 ok = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(ax[0], fmax, _CMP_LE_OQ),
+                                                  _mm256_cmp_ps(ax[1], fmax, _CMP_LE_OQ)),
+                                    _mm256_and_ps(_mm256_cmp_ps(ax[2], fmax, _CMP_LE_OQ),
+                                                  _mm256_cmp_ps(ax[3], fmax, _CMP_LE_OQ)));
+    const bool finite = _mm256_movemask_ps(ok) == 0xFF;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float id = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+    if (id == 0.0f)
+      for (int i = 0; i < 4; ++i) qi[i] = _mm256_setzero_si256();
+    // int32 -> int8 in element order: packs work within 128-bit lanes, a permute restores it.
+    const __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+    const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p8);
+    const int32_t s0 = hsum_i32(_mm256_add_epi32(qi[0], qi[1]));
+    const int32_t s1 = hsum_i32(_mm256_add_epi32(qi[2], qi[3]));
+    d[b] = finite ? amax / 127.0f : NAN;
+    s[b] = s0 + s1;
+    h[2 * b] = int16_t(s0);
+    h[2 * b + 1] = int16_t(s1);
+    ds[b] = d[b] * float(s[b]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMV. Per weight row, chunk by chunk: unpack 8 blocks, then per activation row the 8 block
+// products (vpmaddubsw + vpmaddwd, 8 int32 lanes each) reduce to 8 block sums in one vector,
+// offsets and Q6_K's sub-block scales apply in int32, and one FMA scales them into 8 f32 lanes.
+// Rows are read one after another: a single sequential stream for the hardware prefetcher.
+
+// 8 vectors of 8 int32 -> a = [h(p0) h(p1) h(p2) h(p3) of lanes 0-3 | same of lanes 4-7] and the
+// same for p4..p7 in b, with h the sum of the lanes of one 128-bit half.
+GP_QINLINE void half_sums(const __m256i* p, __m256i* a, __m256i* b) {
+  *a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  *b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+}
+// [a.lo + a.hi | b.lo + b.hi]: the 8 vectors' sums in order.
+GP_QINLINE __m256i join_halves(__m256i a, __m256i b) {
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+template <class F>
+GP_QINLINE __m256i block_sums(const __m256i* u, const int8_t* xq, const int32_t* xs,
+                              const int16_t* xh, const ChunkScales& sc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i p[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m256i xv = loadu256(xq + 32 * i);
+    const __m256i m =
+        F::kSigned ? _mm256_maddubs_epi16(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(xv, u[i]))
+                   : _mm256_maddubs_epi16(u[i], xv);
+    p[i] = _mm256_madd_epi16(m, ones);
+  }
+  __m256i a, b;
+  half_sums(p, &a, &b);
+  if constexpr (F::kHalfScales) {
+    // a holds the sums of the half-blocks 0 2 4 6 | 1 3 5 7, b those of 8 10 12 14 | 9 11 13 15.
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m128i sp = _mm_shuffle_epi8(sc.sc16, order);
+    a = _mm256_mullo_epi32(a, _mm256_cvtepi8_epi32(sp));
+    b = _mm256_mullo_epi32(b, _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sp, sp)));
+  }
+  __m256i r = join_halves(a, b);
+  if constexpr (F::kOffset != 0) {
+    constexpr int kShift = F::kOffset == 8 ? 3 : F::kOffset == 16 ? 4 : 7;
+    r = _mm256_sub_epi32(r, _mm256_slli_epi32(loadu256(xs), kShift));
+  }
+  if constexpr (F::kHalfScales) {  // - 32 * (sc_2i h_2i + sc_2i+1 h_2i+1) per block i
+    const __m256i c = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.sc16), loadu256(xh));
+    r = _mm256_sub_epi32(r, _mm256_slli_epi32(c, 5));
+  }
+  return r;
+}
+
+template <class F, int TT>
+void gemv_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t n0, int64_t n1,
+               const float* bias, float* y, size_t ldy) {
+  const int64_t blocks = a.K / 32, chunks = (blocks + 7) / 8;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w + size_t(n) * ldw;
+    __m256 acc[TT];
+    for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t ci = 0; ci < chunks; ++ci) {
+      const uint8_t* c = row + ci * F::kChunkBytes;
+      const int nblk = ci + 1 < chunks ? 8 : int(blocks - 8 * ci);
+      __m256i u[8];
+      ChunkScales sc;
+      if (nblk == 8) {
+        F::unpack(c, 8, u);
+        sc = F::scales(c, 8);
+      } else {
+        F::unpack(c, nblk, u);
+        sc = F::scales(c, nblk);
+      }
+      for (int t = 0; t < TT; ++t) {
+        const int64_t r = t0 + t, bi = r * a.nb + 8 * ci;
+        const __m256i isum =
+            block_sums<F>(u, a.qs + r * a.Kp + 256 * ci, a.s + bi, a.h + 2 * bi, sc);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                 _mm256_mul_ps(sc.dw, _mm256_loadu_ps(a.d + bi)), acc[t]);
+        if constexpr (F::kMin) acc[t] = _mm256_fmadd_ps(sc.mw, _mm256_loadu_ps(a.ds + bi), acc[t]);
+      }
+    }
+    for (int t = 0; t < TT; ++t)
+      y[size_t(t0 + t) * ldy + size_t(n)] = hsum(acc[t]) + (bias ? bias[n] : 0.0f);
+  }
+}
+
+// Rows of activations in groups of up to 4: each weight row is read from memory once and from
+// L1 by the later groups.
+template <class F>
+void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
+          const float* bias, float* y, size_t ldy) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int64_t t = 0; t < T; t += 4) {
+    switch (T - t < 4 ? T - t : 4) {
+      case 1: gemv_rows<F, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      case 2: gemv_rows<F, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      case 3: gemv_rows<F, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      default: gemv_rows<F, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace genperf::cpu::avx2q
+
+namespace genperf::cpu {
+
+void quantize_act_avx2(const float* x, const QAct& a, int64_t t) { avx2q::quantize_act(x, a, t); }
+
+QGemvFn qgemv_avx2(DType wt) {
+  using namespace avx2q;
+  switch (wt) {
+    case DType::Q8_0: return gemv<FmtQ8_0>;
+    case DType::Q4_0: return gemv<FmtQ4_0>;
+    case DType::Q4_1: return gemv<FmtQ4_1>;
+    case DType::Q5_0: return gemv<FmtQ5_0>;
+    case DType::Q5_1: return gemv<FmtQ5_1>;
+    case DType::Q4_K: return gemv<FmtQ4_K>;
+    case DType::Q5_K: return gemv<FmtQ5_K>;
+    case DType::Q6_K: return gemv<FmtQ6_K>;
+    default: return nullptr;
+  }
+}
+
+DequantFn dequant_avx2(DType wt) {
+  using namespace avx2q;
+  switch (wt) {
+    case DType::Q8_0: return dequant_row<FmtQ8_0>;
+    case DType::Q4_0: return dequant_row<FmtQ4_0>;
+    case DType::Q4_1: return dequant_row<FmtQ4_1>;
+    case DType::Q5_0: return dequant_row<FmtQ5_0>;
+    case DType::Q5_1: return dequant_row<FmtQ5_1>;
+    case DType::Q4_K: return dequant_row<FmtQ4_K>;
+    case DType::Q5_K: return dequant_row<FmtQ5_K>;
+    case DType::Q6_K: return dequant_row<FmtQ6_K>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace genperf::cpu

@@ -1,0 +1,331 @@
+// Quantizing checkpoints: which tensors, which formats (recipes and their fallbacks), the
+// quantizers over whole matrices (row chunks in parallel; GPTQ in gptq.cpp), size accounting and
+// writing the result. Statistics come from stats.cpp.
+#include "genperf/quantize.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "genperf/error.h"
+#include "genperf/progress.h"
+#include "quant/quantize_internal.h"
+
+namespace genperf {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Per-layer matrix names in forward order (q, k, v, o, gate, up, down).
+constexpr const char* kLayerMatrices[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                          "mlp.down_proj.weight"};
+constexpr const char* kEmbed = "model.embed_tokens.weight";
+constexpr const char* kHead = "lm_head.weight";
+
+// "model.layers.<i>.<rest>" -> i and rest; -1 when the name has another form.
+int64_t layer_of(const std::string& name, std::string* rest = nullptr) {
+  static const std::string prefix = "model.layers.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  size_t i = prefix.size();
+  int64_t layer = 0;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - prefix.size() < 9)
+    layer = layer * 10 + (name[i++] - '0');
+  if (i == prefix.size() || i >= name.size() || name[i] != '.') return -1;
+  if (rest) *rest = name.substr(i + 1);
+  return layer;
+}
+
+std::string format_list() {
+  std::string s;
+  for (size_t i = 0; i < size_t(DType::COUNT); ++i)
+    if (is_plan_format(DType(i))) s += cat(s.empty() ? "" : ", ", dtype_name(DType(i)));
+  return s;
+}
+
+// Quantizes rows [N, K] of f32 in chunks of rows, in parallel.
+void quantize_rows_parallel(DType format, const float* src, void* dst, int64_t N, int64_t K, const float* importance) {
+  constexpr int64_t kRows = 32;
+  const size_t row_bytes = bytes_for(format, K);
+  const int64_t chunks = (N + kRows - 1) / kRows;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = c * kRows, R = std::min(kRows, N - r0);
+    quantize_rows(format, src + r0 * K, static_cast<uint8_t*>(dst) + size_t(r0) * row_bytes, R, K, importance);
+  }
+}
+
+// GGUF `llama` keeps q/k rows in interleaved rotary pairs; HF in halves: HF row p*(D/2)+j of a
+// head is GGUF row j*2+p. Rows are whole quantized rows, so this is exact for any format.
+Tensor rotary_rows_to_hf(const Tensor& t, int64_t heads, int64_t head_dim) {
+  const Tensor src = t.is_contiguous() ? t : t.clone();
+  GP_CHECK(src.size(0) == heads * head_dim, "[quantize] ", src.describe(), ": expected ", heads * head_dim, " rows");
+  const size_t row_bytes = src.nbytes() / size_t(src.size(0));
+  Tensor dst = Tensor::zeros(src.shape(), src.dtype());
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < half; ++j)
+      for (int64_t p = 0; p < 2; ++p)
+        std::memcpy(dst.data<char>() + size_t(h * head_dim + p * half + j) * row_bytes,
+                    src.data<char>() + size_t(h * head_dim + j * 2 + p) * row_bytes, row_bytes);
+  return dst;
+}
+
+}  // namespace
+
+bool is_quantizable(const std::string& name, const Tensor& t) {
+  if (!t.defined() || t.ndim() != 2) return false;
+  if (name == kEmbed || name == kHead) return true;
+  std::string rest;
+  if (layer_of(name, &rest) < 0) return false;
+  for (const char* m : kLayerMatrices)
+    if (rest == m) return true;
+  return false;
+}
+
+std::vector<std::string> quantizable_tensors(const Checkpoint& ck) {
+  std::vector<std::string> names;
+  auto add = [&](const std::string& n) {
+    const auto it = ck.tensors.find(n);
+    if (it != ck.tensors.end() && is_quantizable(n, it->second)) names.push_back(n);
+  };
+  add(kEmbed);
+  for (int64_t i = 0; i < ck.config.num_hidden_layers; ++i)
+    for (const char* m : kLayerMatrices) add(cat("model.layers.", i, ".", m));
+  add(kHead);
+  return names;
+}
+
+const char* quant_method_name(QuantMethod m) {
+  switch (m) {
+    case QuantMethod::Rtn: return "rtn";
+    case QuantMethod::Weighted: return "imatrix";
+    case QuantMethod::Gptq: return "gptq";
+  }
+  return "?";
+}
+
+QuantMethod parse_quant_method(const std::string& s) {
+  if (s == "rtn") return QuantMethod::Rtn;
+  if (s == "imatrix" || s == "weighted") return QuantMethod::Weighted;
+  if (s == "gptq") return QuantMethod::Gptq;
+  fail("[quantize] unknown method '", s, "' (expected rtn, imatrix or gptq)");
+}
+
+bool is_plan_format(DType f) {
+  if (f == DType::I32 || f == DType::F8_E4M3 || f == DType::F8_E5M2 || f >= DType::COUNT) return false;
+  return true;
+}
+
+bool format_fits(DType format, int64_t row_len) {
+  return is_plan_format(format) && row_len > 0 && row_len % traits(format).block_size == 0;
+}
+
+DType fallback_format(DType format, int64_t row_len, DType source) {
+  if (format_fits(format, row_len)) return format;
+  DType f = format;
+  switch (format) {
+    case DType::Q2_K:
+    case DType::Q3_K: f = DType::Q4_0; break;
+    case DType::Q4_K: f = DType::Q5_0; break;
+    case DType::Q5_K: f = DType::Q5_1; break;
+    case DType::Q6_K: f = DType::Q8_0; break;
+    default: break;
+  }
+  if (format_fits(f, row_len)) return f;
+  return source == DType::BF16 ? DType::BF16 : DType::F16;
+}
+
+QuantPlan recipe_plan(const Checkpoint& ck, const std::string& recipe, std::vector<std::string>* notes) {
+  const std::vector<std::string> names = quantizable_tensors(ck);
+  QuantPlan plan;
+  auto assign = [&](const std::string& name, DType want) {
+    const Tensor& t = ck.tensors.at(name);
+    const int64_t K = t.size(1);
+    const DType got = fallback_format(want, K, t.dtype());
+    if (got != want && notes)
+      notes->push_back(cat(name, ": rows of ", K, " do not split into ", dtype_name(want), " blocks of ",
+                           traits(want).block_size, "; using ", dtype_name(got)));
+    plan[name] = got;
+  };
+  if (recipe.rfind("uniform:", 0) == 0) {
+    const std::string f = recipe.substr(8);
+    DType format = DType::F32;
+    try {
+      format = parse_dtype(f);
+    } catch (const Error&) {
+      fail("[quantize] recipe '", recipe, "': unknown format '", f, "' (formats: ", format_list(), ")");
+    }
+    GP_CHECK(is_plan_format(format), "[quantize] recipe '", recipe, "': ", dtype_name(format),
+             " is not a weight format (formats: ", format_list(), ")");
+    for (const std::string& n : names) assign(n, format);
+    return plan;
+  }
+  if (recipe == "q4_k_m") {
+    // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M (src/llama-quant.cpp, llama_tensor_get_type_impl):
+    // default Q4_K; the output head, and the token embedding when it doubles as the head, Q6_K
+    // (Q8_0 when the head's rows do not split into 256-blocks); attn_v and ffn_down Q6_K in the
+    // layers where use_more_bits(i, n) holds: i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2. An
+    // untied token embedding keeps the default. Then the shape fallbacks (fallback_format).
+    const int64_t n = ck.config.num_hidden_layers;
+    auto use_more_bits = [n](int64_t i) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
+    for (const std::string& name : names) {
+      DType want = DType::Q4_K;
+      std::string rest;
+      const int64_t layer = layer_of(name, &rest);
+      const bool head = name == kHead || (name == kEmbed && ck.config.tie_word_embeddings);
+      if (head) {
+        want = ck.tensors.at(name).size(1) % traits(DType::Q6_K).block_size == 0 ? DType::Q6_K : DType::Q8_0;
+      } else if (layer >= 0 && (rest == "self_attn.v_proj.weight" || rest == "mlp.down_proj.weight") &&
+                 use_more_bits(layer)) {
+        want = DType::Q6_K;
+      }
+      assign(name, want);
+    }
+    return plan;
+  }
+  fail("[quantize] unknown recipe '", recipe, "' (expected uniform:<format> or q4_k_m)");
+}
+
+Tensor quantize_matrix(const Tensor& w, DType format, const QuantizeOptions& o, const std::string& stats_name) {
+  GP_CHECK(w.defined() && w.ndim() == 2, "[quantize] ", stats_name, ": expected a 2-D matrix, got ",
+           w.defined() ? w.describe() : std::string("an undefined tensor"));
+  const int64_t N = w.size(0), K = w.size(1);
+  GP_CHECK(is_plan_format(format), "[quantize] ", stats_name, ": ", dtype_name(format),
+           " is not a weight format (formats: ", format_list(), ")");
+  GP_CHECK(format_fits(format, K), "[quantize] ", stats_name, " ", w.describe(), ": rows of ", K,
+           " do not split into ", dtype_name(format), " blocks of ", traits(format).block_size);
+  if (traits(format).is_float) return w.to(format);
+  const Tensor src = w.dtype() == DType::F32 && w.is_contiguous() ? w : w.to(DType::F32);
+  Tensor out = Tensor::zeros({N, K}, format);
+  if (o.method == QuantMethod::Rtn) {
+    quantize_rows_parallel(format, src.data<float>(), out.raw(), N, K, nullptr);
+    return out;
+  }
+  const char* method = quant_method_name(o.method);
+  GP_CHECK(o.stats, "[quantize] the ", method, " method needs activation statistics (calibration text); ",
+           stats_name, " has none");
+  if (o.method == QuantMethod::Weighted) {
+    const auto it = o.stats->mean_sq.find(stats_name);
+    GP_CHECK(it != o.stats->mean_sq.end(), "[quantize] no activation statistics for ", stats_name);
+    GP_CHECK(int64_t(it->second.size()) == K, "[quantize] the statistics of ", stats_name, " have ",
+             it->second.size(), " columns, the matrix ", K);
+    quantize_rows_parallel(format, src.data<float>(), out.raw(), N, K, it->second.data());
+    return out;
+  }
+  const auto it = o.stats->gram.find(stats_name);
+  GP_CHECK(it != o.stats->gram.end(), "[quantize] GPTQ needs the Gram matrix (X^T X) of ", stats_name,
+           "'s input; collect the statistics with the Gram matrices");
+  GP_CHECK(int64_t(it->second.size()) == K * K, "[quantize] the Gram matrix of ", stats_name, " has ",
+           it->second.size(), " entries, expected ", K, " x ", K);
+  quant::gptq_quantize(src.data<float>(), N, K, format, it->second, o.gptq_block, o.gptq_damp, out.raw());
+  return out;
+}
+
+Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, const QuantizeOptions& o) {
+  Checkpoint out;
+  out.source = ck.source;
+  out.format = ck.format;
+  out.config = ck.config;
+  out.rope_style = ck.rope_style;
+  out.tensors = ck.tensors;
+  if (ck.tokenizer) {  // a Checkpoint owns its tokenizer: rebuild it from the vocabulary
+    try {
+      out.tokenizer = tokenizer_from_vocab(ck.tokenizer->vocab(), ck.source);
+    } catch (const Error& e) {
+      fail("[quantize] cannot carry the tokenizer of ", ck.source, " into the quantized checkpoint: ", e.what());
+    }
+  }
+  if (o.method != QuantMethod::Rtn)
+    GP_CHECK(o.stats, "[quantize] the ", quant_method_name(o.method),
+             " method needs activation statistics (calibration text)");
+  Progress bar("quantize", int64_t(plan.size()));
+  int64_t done = 0;
+  for (const auto& [name, format] : plan) {
+    const auto it = out.tensors.find(name);
+    GP_CHECK(it != out.tensors.end(), "[quantize] the plan names ", name, ", which ", ck.source, " does not have");
+    GP_CHECK(is_quantizable(name, it->second), "[quantize] the plan names ", name, " ", it->second.describe(),
+             ", which is not a quantizable matrix");
+    if (it->second.dtype() != format) {
+      QuantizeOptions mo = o;
+      // The untied embedding is a lookup without a Gram matrix: its uniform importance instead.
+      if (o.method == QuantMethod::Gptq && name == kEmbed && !o.stats->gram.count(name))
+        mo.method = QuantMethod::Weighted;
+      it->second = quantize_matrix(it->second, format, mo, name);
+    }
+    bar.update(++done, name);
+  }
+  bar.finish();
+  return out;
+}
+
+SizeReport size_report(const Checkpoint& ck) {
+  SizeReport r;
+  for (const auto& [name, t] : ck.tensors) {
+    const int64_t bytes = int64_t(t.nbytes());
+    r.total_bytes += bytes;
+    r.total_elements += t.numel();
+    if (is_quantizable(name, t)) {
+      r.quantizable_bytes += bytes;
+      r.quantizable_elements += t.numel();
+    }
+  }
+  r.bpw = r.quantizable_elements ? 8.0 * double(r.quantizable_bytes) / double(r.quantizable_elements) : 0;
+  return r;
+}
+
+void save_quantized(const std::string& path, const Checkpoint& ck) {
+  GP_CHECK(!path.empty(), "[quantize] empty output path");
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
+    for (const auto& [name, t] : ck.tensors)
+      GP_CHECK(traits(t.dtype()).ggml_type >= 0, "[quantize] ", path, ": tensor ", name, " is ",
+               dtype_name(t.dtype()), ", which GGUF cannot hold; write a directory (HF safetensors) instead");
+    save_gguf_checkpoint(path, ck);  // permutes q/k rows when the checkpoint has HF's layout
+    return;
+  }
+  std::error_code ec;
+  const fs::path dir(path);
+  if (fs::exists(dir, ec))
+    GP_CHECK(fs::is_directory(dir, ec) && fs::is_empty(dir, ec), "[quantize] ", path,
+             " exists; choose a new output path or remove it");
+  std::map<std::string, Tensor> tensors = ck.tensors;
+  if (ck.rope_style == RopeStyle::Interleaved) {  // from a GGUF `llama` file: back to HF's halves
+    const auto& c = ck.config;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      for (const char* kind : {"q_proj", "k_proj"}) {
+        const int64_t heads = kind[0] == 'q' ? c.num_attention_heads : c.num_key_value_heads;
+        for (const char* part : {".weight", ".bias"}) {
+          const std::string n = cat("model.layers.", i, ".self_attn.", kind, part);
+          const auto it = tensors.find(n);
+          if (it == tensors.end()) continue;
+          Tensor t = it->second.ndim() == 1 ? it->second.view({it->second.size(0), 1}) : it->second;
+          t = rotary_rows_to_hf(t, heads, c.head_dim);
+          it->second = it->second.ndim() == 1 ? t.view({t.size(0)}) : t;
+        }
+      }
+    }
+  }
+  // Tokenizer files of a source directory travel along; a GGUF's vocabulary has no such file.
+  std::vector<std::string> extra;
+  if (!ck.source.empty() && fs::is_directory(ck.source, ec))
+    for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "generation_config.json"})
+      if (fs::is_regular_file(fs::path(ck.source) / f, ec)) extra.push_back((fs::path(ck.source) / f).string());
+  const std::string tmp = cat(path, ".tmp-", getpid());
+  fs::remove_all(tmp, ec);
+  try {
+    save_hf_checkpoint(tmp, ck.config, tensors, extra);
+    if (fs::exists(dir, ec)) fs::remove(dir, ec);  // empty, checked above
+    fs::rename(tmp, dir, ec);
+    GP_CHECK(!ec, "[quantize] cannot rename ", tmp, " to ", path, ": ", ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace genperf

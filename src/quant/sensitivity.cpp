@@ -1,0 +1,709 @@
+// The sensitivity map: calibration reference, one measurement per (tensor, format), the
+// activation-weighted proxy, Spearman correlation, and the CSV / JSON / SVG outputs.
+//
+// Cost: one reference pass, one activation-statistics pass, then one pass over the calibration
+// windows per (tensor, format). A pass needs only the quantized model's logits: the reference
+// side is precomputed once per scored token (its probabilities p as f32, sum_i p_i log p_i and
+// sum_i p_i), so KL(p || q) = sum p log p - (sum p z - lse(z) * sum p) costs one log-sum-exp and
+// one dot product per token (z the model's logits).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "genperf/error.h"
+#include "genperf/fileio.h"
+#include "genperf/json.h"
+#include "genperf/llama.h"
+#include "genperf/progress.h"
+#include "genperf/runtime.h"
+#include "genperf/sensitivity.h"
+
+namespace genperf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Layer index and short kind ("q", "down", "embed", "head") of a Hugging Face weight name.
+void classify(const std::string& name, int& layer, std::string& kind) {
+  layer = -1;
+  kind = name;
+  if (name == "model.embed_tokens.weight") { kind = "embed"; return; }
+  if (name == "lm_head.weight") { kind = "head"; return; }
+  const std::string pre = "model.layers.";
+  if (name.rfind(pre, 0) != 0) return;
+  size_t i = pre.size(), j = name.find('.', i);
+  if (j == std::string::npos) return;
+  layer = std::atoi(name.substr(i, j - i).c_str());
+  static const std::pair<const char*, const char*> kinds[] = {
+      {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"},
+      {"gate_proj", "gate"}, {"up_proj", "up"}, {"down_proj", "down"}};
+  for (const auto& [k, s] : kinds)
+    if (name.find(cat(".", k, ".")) != std::string::npos) { kind = s; return; }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Calibration reference.
+
+struct CalibrationReference::Impl {
+  std::string source, format;
+  LlamaConfig config;
+  RopeStyle rope = RopeStyle::Neox;
+  std::map<std::string, Tensor> tensors;
+  int64_t ctx = 0, V = 0;
+  std::vector<int32_t> ids;
+  std::vector<std::vector<int32_t>> inputs, targets;  // per window
+  int64_t rows = 0;
+  std::vector<float> p;                   // [rows, V] reference probabilities
+  std::vector<double> negent, psum;       // sum p log p, sum p (per row)
+  std::vector<int32_t> target, argmax;    // per row
+  double ref_nll = 0, ref_seconds = 0;
+
+  Checkpoint variant(const std::map<std::string, Tensor>* replaced) const {
+    Checkpoint c;
+    c.source = source;
+    c.format = format;
+    c.config = config;
+    c.rope_style = rope;
+    c.tensors = tensors;
+    if (replaced)
+      for (const auto& [n, t] : *replaced) {
+        GP_CHECK(c.tensors.count(n), "[calibration] ", source, " has no tensor ", n, " to replace");
+        c.tensors[n] = t;
+      }
+    return c;
+  }
+
+  // Runs every window through m; fn(row, logits) for each scored row, in parallel within a window.
+  template <typename Fn>
+  void each_row(const LlamaModel& m, Fn fn) const {
+    Session s(m, ctx);
+    int64_t row0 = 0;
+    for (size_t w = 0; w < inputs.size(); ++w) {
+      s.reset();
+      const Tensor logits = m.forward(s, inputs[w], LogitsFor::All);
+      const int64_t T = int64_t(targets[w].size());
+      GP_CHECK(logits.size(1) == V, "[calibration] model gives ", logits.size(1), " logits, expected ", V);
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+      for (int64_t t = 0; t < T; ++t) fn(row0 + t, logits.row<float>(t));
+      row0 += T;
+    }
+  }
+
+  void init(const Checkpoint& ck, std::vector<int32_t> all, int32_t bos, const CalibrationOptions& opt) {
+    source = ck.source;
+    format = ck.format;
+    config = ck.config;
+    rope = ck.rope_style;
+    tensors = ck.tensors;
+    ctx = opt.ctx;
+    V = config.vocab_size;
+    const char* op = "[calibration] ";
+    GP_CHECK(ctx >= 2, op, "--ctx must be at least 2, got ", ctx);
+    GP_CHECK(ctx <= config.max_position_embeddings, op, "--ctx ", ctx, " exceeds the model's context of ",
+             config.max_position_embeddings, " tokens");
+    const int64_t have = int64_t(all.size());
+    GP_CHECK(have >= ctx, op, opt.source, ": ", have, " tokens with the model's tokenizer, fewer than one window of --ctx ",
+             ctx, " tokens; use a longer calibration text or a smaller --ctx");
+    if (opt.max_tokens > 0) {
+      GP_CHECK(opt.max_tokens >= ctx, op, "--tokens ", opt.max_tokens, " is fewer than one window of --ctx ", ctx);
+      GP_CHECK(have >= opt.max_tokens, op, opt.source, ": ", have, " tokens with the model's tokenizer, but --tokens ",
+               opt.max_tokens, " were requested; use a longer calibration text or fewer --tokens");
+      all.resize(size_t(opt.max_tokens));
+    }
+    for (int32_t id : all)
+      GP_CHECK(id >= 0 && id < V, op, opt.source, ": token id ", id, " is outside the model's vocabulary of ", V);
+    ids = std::move(all);
+    for (size_t start = 0; start < ids.size(); start += size_t(ctx)) {
+      const size_t end = std::min(ids.size(), start + size_t(ctx));
+      std::vector<int32_t> in, tg;
+      if (bos >= 0) {
+        in.push_back(bos);
+        in.insert(in.end(), ids.begin() + ptrdiff_t(start), ids.begin() + ptrdiff_t(end) - 1);
+        tg.assign(ids.begin() + ptrdiff_t(start), ids.begin() + ptrdiff_t(end));
+      } else {
+        if (end - start < 2) continue;
+        in.assign(ids.begin() + ptrdiff_t(start), ids.begin() + ptrdiff_t(end) - 1);
+        tg.assign(ids.begin() + ptrdiff_t(start) + 1, ids.begin() + ptrdiff_t(end));
+      }
+      rows += int64_t(tg.size());
+      target.insert(target.end(), tg.begin(), tg.end());
+      inputs.push_back(std::move(in));
+      targets.push_back(std::move(tg));
+    }
+    const double gb = double(rows) * double(V) * 4 / 1e9;
+    GP_CHECK(gb <= 8, op, rows, " tokens x ", V, " vocabulary need ", gb,
+             " GB of reference probabilities; use fewer --tokens");
+    p.assign(size_t(rows) * size_t(V), 0.f);
+    negent.assign(size_t(rows), 0);
+    psum.assign(size_t(rows), 0);
+    argmax.assign(size_t(rows), 0);
+    std::vector<double> nll(static_cast<size_t>(rows));
+    const auto t0 = Clock::now();
+    LlamaModel m(variant(nullptr));
+    each_row(m, [&](int64_t r, const float* z) {
+      double mx = -INFINITY;
+      int32_t am = 0;
+      for (int64_t i = 0; i < V; ++i)
+        if (z[i] > mx) mx = z[i], am = int32_t(i);
+      double sum = 0;
+      for (int64_t i = 0; i < V; ++i) sum += std::exp(double(z[i]) - mx);
+      const double lse = mx + std::log(sum);
+      float* pr = &p[size_t(r) * size_t(V)];
+      double ne = 0, ps = 0;
+      for (int64_t i = 0; i < V; ++i) {
+        const double lp = double(z[i]) - lse;
+        pr[i] = float(std::exp(lp));
+        ps += pr[i];
+        ne += double(pr[i]) * lp;
+      }
+      negent[size_t(r)] = ne;
+      psum[size_t(r)] = ps;
+      argmax[size_t(r)] = am;
+      nll[size_t(r)] = lse - double(z[target[size_t(r)]]);
+    });
+    ref_seconds = since(t0);
+    ref_nll = std::accumulate(nll.begin(), nll.end(), 0.0) / double(rows);
+  }
+
+  CalibrationScore score(const LlamaModel& m) const {
+    std::vector<double> kl(static_cast<size_t>(rows)), nll(static_cast<size_t>(rows));
+    std::vector<uint8_t> agree(static_cast<size_t>(rows));
+    each_row(m, [&](int64_t r, const float* z) {
+      double mx = -INFINITY;
+      int32_t am = 0;
+      for (int64_t i = 0; i < V; ++i)
+        if (z[i] > mx) mx = z[i], am = int32_t(i);
+      double sum = 0, dot = 0;
+      const float* pr = &p[size_t(r) * size_t(V)];
+      for (int64_t i = 0; i < V; ++i) {
+        sum += std::exp(double(z[i]) - mx);
+        dot += double(pr[i]) * double(z[i]);
+      }
+      const double lse = mx + std::log(sum);
+      kl[size_t(r)] = std::max(0.0, negent[size_t(r)] - (dot - lse * psum[size_t(r)]));
+      nll[size_t(r)] = lse - double(z[target[size_t(r)]]);
+      agree[size_t(r)] = am == argmax[size_t(r)];
+    });
+    CalibrationScore s;
+    s.tokens = rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      s.kl += kl[size_t(r)];
+      s.kl_max = std::max(s.kl_max, kl[size_t(r)]);
+      s.nll += nll[size_t(r)];
+      s.top1 += agree[size_t(r)];
+    }
+    s.kl /= double(rows);
+    s.nll /= double(rows);
+    s.top1 /= double(rows);
+    s.dloss = s.nll - ref_nll;
+    return s;
+  }
+};
+
+CalibrationReference::CalibrationReference(const Checkpoint& ck, const std::string& text, const CalibrationOptions& opt)
+    : impl_(std::make_unique<Impl>()) {
+  GP_CHECK(ck.tokenizer != nullptr, "[calibration] ", ck.source, " has no tokenizer to encode ", opt.source);
+  impl_->init(ck, ck.tokenizer->encode(text, false), ck.tokenizer->bos_id(), opt);
+}
+
+CalibrationReference::CalibrationReference(const Checkpoint& ck, const std::vector<int32_t>& ids, int32_t bos,
+                                           const CalibrationOptions& opt)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->init(ck, ids, bos, opt);
+}
+
+CalibrationReference::~CalibrationReference() = default;
+CalibrationReference::CalibrationReference(CalibrationReference&&) noexcept = default;
+
+CalibrationScore CalibrationReference::score(const Checkpoint& v) const {
+  GP_CHECK(v.config.vocab_size == impl_->V && v.config.hidden_size == impl_->config.hidden_size &&
+               v.config.num_hidden_layers == impl_->config.num_hidden_layers,
+           "[calibration] ", v.source, " does not have the reference model's shape (", impl_->source, ")");
+  Checkpoint c;
+  c.source = v.source;
+  c.format = v.format;
+  c.config = v.config;
+  c.rope_style = v.rope_style;
+  c.tensors = v.tensors;
+  return impl_->score(LlamaModel(std::move(c)));
+}
+
+CalibrationScore CalibrationReference::score_with(const std::map<std::string, Tensor>& replaced) const {
+  return impl_->score(LlamaModel(impl_->variant(&replaced)));
+}
+
+int64_t CalibrationReference::ctx() const { return impl_->ctx; }
+int64_t CalibrationReference::tokens() const { return impl_->rows; }
+const std::vector<int32_t>& CalibrationReference::ids() const { return impl_->ids; }
+double CalibrationReference::reference_nll() const { return impl_->ref_nll; }
+double CalibrationReference::seconds_per_score() const { return impl_->ref_seconds; }
+
+// ---------------------------------------------------------------------------------------------
+// Measurement.
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  GP_CHECK(a.size() == b.size(), "[spearman] ", a.size(), " values against ", b.size());
+  const size_t n = a.size();
+  if (n < 2) return kNaN;
+  auto ranks = [n](const std::vector<double>& x) {
+    std::vector<size_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j + 1 < n && x[idx[j + 1]] == x[idx[i]]) ++j;
+      const double avg = 0.5 * double(i + j) + 1.0;  // ranks from 1; ties share their mean
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = avg;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto ra = ranks(a), rb = ranks(b);
+  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / double(n);
+  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  if (saa == 0 || sbb == 0) return kNaN;
+  return sab / std::sqrt(saa * sbb);
+}
+
+namespace {
+
+void fill_correlations(SensitivityMap& m) {
+  m.spearman = kNaN;
+  m.spearman_by_format.clear();
+  if (!m.measured) return;
+  std::vector<double> kl, px;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by;
+  for (const auto& e : m.entries) {
+    if (!std::isfinite(e.kl) || !std::isfinite(e.proxy)) continue;
+    kl.push_back(e.kl);
+    px.push_back(e.proxy);
+    auto& f = by[dtype_name(e.format)];
+    f.first.push_back(e.kl);
+    f.second.push_back(e.proxy);
+  }
+  m.spearman = spearman(px, kl);
+  for (const auto& [f, v] : by) m.spearman_by_format[f] = spearman(v.second, v.first);
+}
+
+// sum_i w[i] * sum_n (a[n, i] - b[n, i])^2 over [N, K] row-major f32 matrices (w null: all 1).
+double weighted_error(const float* a, const float* b, int64_t N, int64_t K, const float* w) {
+  std::vector<double> col(size_t(K), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < K; ++i) {
+      const double d = double(a[n * K + i]) - double(b[n * K + i]);
+      col[size_t(i)] += d * d;
+    }
+  double s = 0;
+  for (int64_t i = 0; i < K; ++i) s += (w ? double(w[i]) : 1.0) * col[size_t(i)];
+  return s;
+}
+
+}  // namespace
+
+SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationReference& ref, const SensitivityOptions& opt) {
+  const auto t0 = Clock::now();
+  GP_CHECK(!opt.formats.empty(), "[sensitivity] no candidate formats");
+  for (DType f : opt.formats)
+    GP_CHECK(!traits(f).is_float || f == DType::F16 || f == DType::BF16, "[sensitivity] ", dtype_name(f),
+             " is not a quantization format");
+  SensitivityMap m;
+  m.model = ck.source;
+  m.method = quant_method_name(opt.quant.method);
+  m.ctx = ref.ctx();
+  m.tokens = ref.tokens();
+  m.reference_nll = ref.reference_nll();
+  m.formats = opt.formats;
+  m.measured = opt.measure;
+  for (const auto& [n, t] : ck.tensors) m.total_source_bytes += int64_t(t.nbytes());
+
+  const std::vector<std::string> names = quantizable_tensors(ck);
+  GP_CHECK(!names.empty(), "[sensitivity] ", ck.source, " has no quantizable tensors");
+  const int64_t stat_tokens = int64_t(ref.ids().size());
+  const ActivationStats stats = collect_activation_stats(ck, ref.ids(), ref.ctx(), opt.quant.method == QuantMethod::Gptq,
+                                                         std::min<int64_t>(256, stat_tokens));
+  QuantizeOptions q = opt.quant;
+  q.stats = &stats;
+
+  // Token frequencies: the embedding's "input" is one-hot, so its mean squares are these.
+  std::vector<float> freq(size_t(ck.config.vocab_size), 0.f);
+  for (int32_t id : ref.ids()) freq[size_t(id)] += 1.f / float(stat_tokens);
+
+  int64_t total = 0;
+  for (const auto& n : names) {
+    const Tensor& w = ck.tensors.at(n);
+    for (DType f : opt.formats) total += w.size(1) % traits(f).block_size == 0;
+  }
+  Progress bar("sensitivity", total);
+  int64_t done = 0;
+  for (const auto& n : names) {
+    const Tensor& src = ck.tensors.at(n);
+    GP_CHECK(src.ndim() == 2, "[sensitivity] ", n, " is ", src.describe(), ", expected a matrix");
+    SensitivityTensor st;
+    st.name = n;
+    classify(n, st.layer, st.kind);
+    st.elements = src.numel();
+    st.source_dtype = src.dtype();
+    st.source_bytes = int64_t(src.nbytes());
+    m.tensors.push_back(st);
+    const int64_t N = src.size(0), K = src.size(1);
+    const Tensor w32 = src.dtype() == DType::F32 ? src.clone() : src.to(DType::F32);
+
+    // Input weights for the proxy: the matrix's input mean squares; for the embedding (a lookup,
+    // its input one-hot) the token frequencies over its rows, plus its head role when tied.
+    const float* colw = nullptr;
+    auto ms = stats.mean_sq.find(n);
+    const bool have_ms = ms != stats.mean_sq.end() && int64_t(ms->second.size()) == K;
+    if (have_ms) colw = ms->second.data();
+    if (st.kind != "embed" && !have_ms)
+      m.notes.push_back(cat(n, ": no activation statistics; its proxy is the unweighted squared error"));
+
+    for (DType f : opt.formats) {
+      if (K % traits(f).block_size != 0) {
+        m.notes.push_back(cat(n, ": ", dtype_name(f), " skipped (rows of ", K, " are not a multiple of its block of ",
+                              traits(f).block_size, ")"));
+        continue;
+      }
+      bar.update(done, cat(n, " ", dtype_name(f)));
+      SensitivityEntry e;
+      e.tensor = n;
+      e.format = f;
+      const Tensor wq = quantize_matrix(w32, f, q, n);
+      e.bytes = int64_t(wq.nbytes());
+      e.bpw = double(e.bytes) * 8.0 / double(st.elements);
+      const Tensor deq = wq.to(DType::F32);
+      const float* a = w32.data<float>();
+      const float* b = deq.data<float>();
+      if (st.kind == "embed") {
+        double s = 0;
+        for (int64_t r = 0; r < N; ++r) {
+          if (freq[size_t(r)] == 0) continue;
+          double row = 0;
+          for (int64_t i = 0; i < K; ++i) {
+            const double d = double(a[r * K + i]) - double(b[r * K + i]);
+            row += d * d;
+          }
+          s += double(freq[size_t(r)]) * row;
+        }
+        // Tied: the same matrix is the output head, whose input statistics the map may hold.
+        if (have_ms && ck.config.tie_word_embeddings) s += weighted_error(a, b, N, K, colw);
+        e.proxy = s;
+      } else {
+        e.proxy = weighted_error(a, b, N, K, colw);
+      }
+      if (opt.measure) {
+        const CalibrationScore sc = ref.score_with({{n, wq}});
+        e.kl = sc.kl;
+        e.dloss = sc.dloss;
+      } else {
+        e.kl = e.dloss = kNaN;
+      }
+      m.entries.push_back(e);
+      bar.update(++done, cat(n, " ", dtype_name(f), " KL ", e.kl));
+    }
+  }
+  bar.finish();
+  fill_correlations(m);
+  m.seconds = since(t0);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files.
+
+namespace {
+
+std::string num(double x) {
+  if (!std::isfinite(x)) return "";
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", x);
+  return b;
+}
+
+Json jnum(double x) { return std::isfinite(x) ? Json(x) : Json(); }
+double jget(const Json& j) { return j.is_null() ? kNaN : j.as_number(); }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string xml(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// Viridis at 9 evenly spaced points (the colormap's published values, rounded to hex).
+const char* const kViridis[] = {"#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c",
+                                "#28ae80", "#5ec962", "#addc30", "#fde725"};
+
+std::string color_at(double t) {
+  t = std::clamp(t, 0.0, 1.0);
+  const double x = t * 8;
+  const int i = std::min(7, int(x));
+  const double f = x - i;
+  auto hex = [](const char* s, int k) { return std::stoi(std::string(s + 1 + 2 * k, 2), nullptr, 16); };
+  char b[8];
+  std::snprintf(b, sizeof b, "#%02x%02x%02x", int(std::lround(hex(kViridis[i], 0) * (1 - f) + hex(kViridis[i + 1], 0) * f)),
+                int(std::lround(hex(kViridis[i], 1) * (1 - f) + hex(kViridis[i + 1], 1) * f)),
+                int(std::lround(hex(kViridis[i], 2) * (1 - f) + hex(kViridis[i + 1], 2) * f)));
+  return b;
+}
+
+}  // namespace
+
+std::string sensitivity_csv(const SensitivityMap& m) {
+  std::map<std::string, const SensitivityTensor*> info;
+  for (const auto& t : m.tensors) info[t.name] = &t;
+  std::string s = "tensor,layer,kind,format,bpw,bytes,kl,dloss,proxy\n";
+  for (const auto& e : m.entries) {
+    const SensitivityTensor* t = info.at(e.tensor);
+    s += cat(csv_field(e.tensor), ",", t->layer, ",", t->kind, ",", dtype_name(e.format), ",", num(e.bpw), ",", e.bytes,
+             ",", num(e.kl), ",", num(e.dloss), ",", num(e.proxy), "\n");
+  }
+  return s;
+}
+
+std::string sensitivity_json(const SensitivityMap& m) {
+  Json::Array formats, tensors, entries, notes;
+  for (DType f : m.formats) formats.push_back(dtype_name(f));
+  std::map<std::string, const SensitivityTensor*> info;
+  for (const auto& t : m.tensors) {
+    info[t.name] = &t;
+    tensors.push_back(Json::Object{{"name", t.name}, {"layer", int64_t(t.layer)}, {"kind", t.kind},
+                                   {"elements", t.elements}, {"source_dtype", dtype_name(t.source_dtype)},
+                                   {"source_bytes", t.source_bytes}});
+  }
+  for (const auto& e : m.entries) {
+    const SensitivityTensor* t = info.at(e.tensor);
+    entries.push_back(Json::Object{{"tensor", e.tensor}, {"layer", int64_t(t->layer)}, {"kind", t->kind},
+                                   {"format", dtype_name(e.format)}, {"bpw", e.bpw}, {"bytes", e.bytes},
+                                   {"kl", jnum(e.kl)}, {"dloss", jnum(e.dloss)}, {"proxy", jnum(e.proxy)}});
+  }
+  for (const auto& n : m.notes) notes.push_back(n);
+  Json::Object by;
+  for (const auto& [f, r] : m.spearman_by_format) by.emplace_back(f, jnum(r));
+  Json j = Json::Object{
+      {"kind", "genperf-sensitivity"},
+      {"version", 1},
+      {"model", m.model},
+      {"calib", m.calib},
+      {"method", m.method},
+      {"ctx", m.ctx},
+      {"tokens", m.tokens},
+      {"reference_nll", m.reference_nll},
+      {"reference_ppl", std::exp(m.reference_nll)},
+      {"formats", Json(std::move(formats))},
+      {"measured", m.measured},
+      {"total_source_bytes", m.total_source_bytes},
+      {"quantizable_elements", m.quantizable_elements()},
+      {"correlation", Json::Object{{"measure", "spearman(proxy, kl)"}, {"all", jnum(m.spearman)}, {"by_format", Json(std::move(by))}}},
+      {"seconds", m.seconds},
+      {"notes", Json(std::move(notes))},
+      {"tensors", Json(std::move(tensors))},
+      {"entries", Json(std::move(entries))}};
+  return j.dump(1) + "\n";
+}
+
+SensitivityMap read_sensitivity_json(const std::string& path) {
+  const Json j = Json::parse_file(path);
+  const Json* kind = j.find("kind");
+  GP_CHECK(kind && kind->is_string() && kind->as_string() == "genperf-sensitivity", "[sensitivity] ", path,
+           ": not a genperf sensitivity map (kind must be \"genperf-sensitivity\")");
+  GP_CHECK(j.at("version").as_int() == 1, "[sensitivity] ", path, ": unsupported version ", j.at("version").as_int());
+  SensitivityMap m;
+  m.model = j.at("model").as_string();
+  m.calib = j.at("calib").as_string();
+  m.method = j.at("method").as_string();
+  m.ctx = j.at("ctx").as_int();
+  m.tokens = j.at("tokens").as_int();
+  m.reference_nll = j.at("reference_nll").as_number();
+  m.measured = j.at("measured").as_bool();
+  m.total_source_bytes = j.at("total_source_bytes").as_int();
+  m.seconds = j.at("seconds").as_number();
+  for (const Json& f : j.at("formats").as_array()) m.formats.push_back(parse_dtype(f.as_string()));
+  for (const Json& n : j.at("notes").as_array()) m.notes.push_back(n.as_string());
+  for (const Json& t : j.at("tensors").as_array()) {
+    SensitivityTensor st;
+    st.name = t.at("name").as_string();
+    st.layer = int(t.at("layer").as_int());
+    st.kind = t.at("kind").as_string();
+    st.elements = t.at("elements").as_int();
+    st.source_dtype = parse_dtype(t.at("source_dtype").as_string());
+    st.source_bytes = t.at("source_bytes").as_int();
+    GP_CHECK(st.elements > 0 && st.source_bytes > 0, "[sensitivity] ", path, ": tensor ", st.name, " has no size");
+    m.tensors.push_back(st);
+  }
+  for (const Json& x : j.at("entries").as_array()) {
+    SensitivityEntry e;
+    e.tensor = x.at("tensor").as_string();
+    GP_CHECK(m.find_tensor(e.tensor), "[sensitivity] ", path, ": entry for unknown tensor ", e.tensor);
+    e.format = parse_dtype(x.at("format").as_string());
+    e.bytes = x.at("bytes").as_int();
+    e.bpw = x.at("bpw").as_number();
+    e.kl = jget(x.at("kl"));
+    e.dloss = jget(x.at("dloss"));
+    e.proxy = jget(x.at("proxy"));
+    m.entries.push_back(e);
+  }
+  const Json& c = j.at("correlation");
+  m.spearman = jget(c.at("all"));
+  for (const auto& [f, r] : c.at("by_format").as_object()) m.spearman_by_format[f] = jget(r);
+  return m;
+}
+
+std::string sensitivity_svg(const SensitivityMap& m) {
+  // One panel per format: rows are layers (then one row for the embedding and the head),
+  // columns the kinds of layer matrices. Color: log10 of the measured KL (the proxy when the
+  // map has no measurement), one scale for all panels.
+  static const char* kKinds[] = {"q", "k", "v", "o", "gate", "up", "down"};
+  const int ncol = 7;
+  const bool use_kl = m.measured;
+  const char* what = use_kl ? "mean KL(ref || only this tensor quantized), nats/token" : "activation-weighted error (proxy)";
+  int layers = 0;
+  bool have_embed = false, have_head = false;
+  for (const auto& t : m.tensors) {
+    layers = std::max(layers, t.layer + 1);
+    have_embed |= t.kind == "embed";
+    have_head |= t.kind == "head";
+  }
+  std::map<std::pair<std::string, std::string>, double> val;  // (format, tensor) -> value
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& e : m.entries) {
+    const double v = use_kl ? e.kl : e.proxy;
+    val[{dtype_name(e.format), e.tensor}] = v;
+    if (std::isfinite(v) && v > 0) lo = std::min(lo, std::log10(v)), hi = std::max(hi, std::log10(v));
+  }
+  if (!(lo <= hi)) lo = -6, hi = 0;
+  lo = std::floor(lo);
+  hi = std::max(std::ceil(hi), lo + 1);
+  auto t_of = [&](double v) { return v > 0 && std::isfinite(v) ? (std::log10(v) - lo) / (hi - lo) : 0.0; };
+
+  const int cw = 54, ch = 20, label_w = 56, head_h = 36, gap = 24;
+  const int rows = layers + ((have_embed || have_head) ? 1 : 0);
+  const int pw = label_w + ncol * cw, ph = head_h + rows * ch + 10;
+  const int per_row = std::min<int>(4, int(m.formats.size()));
+  const int prow = (int(m.formats.size()) + per_row - 1) / std::max(per_row, 1);
+  const int top = 62, legend_w = 90, lh = 200;
+  const std::string title = cat("Sensitivity of ", m.model, ": ", what);
+  char sub[512];
+  std::snprintf(sub, sizeof sub, "calibration %s, %lld tokens (ctx %lld), %s quantizer, reference ppl %.3f; Spearman(proxy, KL) = %s",
+                m.calib.c_str(), (long long)m.tokens, (long long)m.ctx, m.method.c_str(), std::exp(m.reference_nll),
+                std::isfinite(m.spearman) ? num(std::round(m.spearman * 1000) / 1000).c_str() : "n/a");
+  // Wide enough for the title lines too (about 0.6 em per character).
+  const int W = std::max({16 + per_row * (pw + gap) + legend_w, 32 + int(title.size()) * 9, 32 + int(std::strlen(sub)) * 7});
+  const int H = std::max(top + prow * (ph + gap) + 10, top + 16 + lh + 40);
+
+  std::string s = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", W, "\" height=\"", H, "\" viewBox=\"0 0 ", W, " ",
+                      H, "\" font-family=\"Helvetica, Arial, sans-serif\">\n");
+  s += cat("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+  s += cat("<text x=\"16\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", xml(title), "</text>\n");
+  s += cat("<text x=\"16\" y=\"42\" font-size=\"12\" fill=\"#333\">", xml(sub), "</text>\n");
+
+  auto cell = [&](int x, int y, int w, const std::string& fmt, const std::string& tensor, const std::string& label) {
+    auto it = val.find({fmt, tensor});
+    if (it == val.end()) {
+      s += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w - 1, "\" height=\"", ch - 1,
+               "\" fill=\"#e6e6e6\"><title>", xml(tensor), " ", fmt, ": not applicable</title></rect>");
+      s += cat("<text x=\"", x + w / 2, "\" y=\"", y + 14, "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#888\">",
+               label.empty() ? "n/a" : xml(label + " n/a"), "</text>\n");
+      return;
+    }
+    const double t = t_of(it->second);
+    char v[32];
+    std::snprintf(v, sizeof v, "%.1e", it->second);
+    s += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w - 1, "\" height=\"", ch - 1, "\" fill=\"", color_at(t),
+             "\"><title>", xml(tensor), " ", fmt, ": ", v, "</title></rect>");
+    s += cat("<text x=\"", x + w / 2, "\" y=\"", y + 14, "\" font-size=\"9\" text-anchor=\"middle\" fill=\"",
+             t < 0.6 ? "white" : "black", "\">", xml(label.empty() ? std::string(v) : label + " " + v), "</text>\n");
+  };
+
+  std::map<std::pair<int, std::string>, std::string> by_pos;  // (layer, kind) -> tensor
+  for (const auto& t : m.tensors) by_pos[{t.layer, t.kind}] = t.name;
+  for (size_t fi = 0; fi < m.formats.size(); ++fi) {
+    const std::string fmt = dtype_name(m.formats[fi]);
+    const int px = 16 + int(fi % size_t(per_row)) * (pw + gap), py = top + int(fi / size_t(per_row)) * (ph + gap);
+    double bpw = 0;
+    for (const auto& e : m.entries)
+      if (e.format == m.formats[fi]) { bpw = e.bpw; break; }
+    char title[96];
+    std::snprintf(title, sizeof title, "%s (%.3g bpw)", fmt.c_str(), bpw);
+    s += cat("<g><text x=\"", px, "\" y=\"", py + 12, "\" font-size=\"13\" font-weight=\"bold\">", title, "</text>\n");
+    for (int c = 0; c < ncol; ++c)
+      s += cat("<text x=\"", px + label_w + c * cw + cw / 2, "\" y=\"", py + head_h - 6,
+               "\" font-size=\"11\" text-anchor=\"middle\">", kKinds[c], "</text>");
+    s += "\n";
+    for (int l = 0; l < layers; ++l) {
+      const int y = py + head_h + l * ch;
+      s += cat("<text x=\"", px + label_w - 6, "\" y=\"", y + 14, "\" font-size=\"11\" text-anchor=\"end\">layer ", l,
+               "</text>");
+      for (int c = 0; c < ncol; ++c) {
+        auto it = by_pos.find({l, kKinds[c]});
+        const int x = px + label_w + c * cw;
+        if (it == by_pos.end()) continue;
+        cell(x, y, cw, fmt, it->second, "");
+      }
+    }
+    if (have_embed || have_head) {
+      const int y = py + head_h + layers * ch + 4;
+      s += cat("<text x=\"", px + label_w - 6, "\" y=\"", y + 14, "\" font-size=\"11\" text-anchor=\"end\">emb/head</text>");
+      // The embedding under q..v, the head under gate..down.
+      if (have_embed) cell(px + label_w, y, 3 * cw, fmt, by_pos.at({-1, "embed"}), "embed");
+      if (have_head) cell(px + label_w + 4 * cw, y, 3 * cw, fmt, by_pos.at({-1, "head"}), "head");
+    }
+    s += "</g>\n";
+  }
+
+  // Legend: the color scale, one tick per decade.
+  const int lx = W - legend_w + 10, ly = top + 16;
+  s += "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (int i = 0; i <= 8; ++i) s += cat("<stop offset=\"", i / 8.0, "\" stop-color=\"", kViridis[i], "\"/>");
+  s += "</linearGradient></defs>\n";
+  s += cat("<text x=\"", lx, "\" y=\"", ly - 6, "\" font-size=\"11\">", use_kl ? "KL" : "proxy", " (log)</text>\n");
+  s += cat("<rect x=\"", lx, "\" y=\"", ly, "\" width=\"16\" height=\"", lh, "\" fill=\"url(#scale)\" stroke=\"#555\"/>\n");
+  for (int d = int(lo); d <= int(hi); ++d) {
+    const double y = ly + lh * (1 - (d - lo) / (hi - lo));
+    s += cat("<line x1=\"", lx + 16, "\" y1=\"", y, "\" x2=\"", lx + 21, "\" y2=\"", y, "\" stroke=\"#555\"/>");
+    s += cat("<text x=\"", lx + 24, "\" y=\"", y + 4, "\" font-size=\"10\">1e", d, "</text>\n");
+  }
+  s += cat("<rect x=\"", lx, "\" y=\"", ly + lh + 10, "\" width=\"16\" height=\"12\" fill=\"#e6e6e6\"/>");
+  s += cat("<text x=\"", lx + 20, "\" y=\"", ly + lh + 20, "\" font-size=\"10\">n/a</text>\n");
+  s += "</svg>\n";
+  return s;
+}
+
+void write_sensitivity(const SensitivityMap& m, const std::string& prefix) {
+  // Every file is rendered before any is written, and each is written atomically.
+  const std::string csv = sensitivity_csv(m), json = sensitivity_json(m), svg = sensitivity_svg(m);
+  write_file_atomic(prefix + ".csv", csv);
+  write_file_atomic(prefix + ".json", json);
+  write_file_atomic(prefix + ".svg", svg);
+}
+
+}  // namespace genperf

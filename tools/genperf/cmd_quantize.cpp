@@ -1,0 +1,204 @@
+// `genperf quantize`: a recipe (or, later, a budget) gives each quantizable tensor a format; the
+// method (rtn, imatrix, gptq) decides how the values are chosen, from calibration text when it
+// needs statistics. Prints the per-tensor formats and the size report, and writes a .gguf file
+// or an HF-style directory (when a format is not a ggml type).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "common.h"
+#include "genperf/checkpoint.h"
+#include "genperf/error.h"
+#include "genperf/fileio.h"
+#include "genperf/llama.h"
+#include "genperf/quantize.h"
+#include "genperf/sensitivity.h"
+
+namespace genperf::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_gguf(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".gguf") == 0; }
+
+std::string shape_text(const Tensor& t) {
+  std::string s;
+  for (int i = 0; i < t.ndim(); ++i) s += cat(i ? "x" : "", t.size(i));
+  return s;
+}
+
+// Fails before any work when `out` cannot take the result.
+void check_output(const std::string& out, const Checkpoint& ck, const QuantPlan& plan) {
+  std::error_code ec;
+  if (is_gguf(out)) {
+    for (const auto& [name, f] : plan)
+      GP_CHECK(traits(f).ggml_type >= 0, "[quantize] ", out, ": ", name, " would be ", dtype_name(f),
+               ", which GGUF cannot hold; name an output directory instead");
+    for (const auto& [name, t] : ck.tensors)
+      GP_CHECK(plan.count(name) || traits(t.dtype()).ggml_type >= 0, "[quantize] ", out, ": ", name, " is ",
+               dtype_name(t.dtype()), ", which GGUF cannot hold; name an output directory instead");
+  } else if (fs::exists(out, ec)) {
+    GP_CHECK(fs::is_directory(out, ec) && fs::is_empty(out, ec), "[quantize] ", out,
+             " exists; choose a new output path or remove it");
+  }
+}
+
+// --recipe auto: the allocation of sensitivity.h under the one budget given, on a map read from
+// --sensitivity or measured here on --calib.
+QuantPlan auto_plan(const Args& a, const Checkpoint& ck, const QuantizeOptions& o, bool json,
+                    std::vector<std::string>& notes) {
+  const int budgets = int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl"));
+  GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
+  const Budget b = a.has("target-bpw")    ? Budget::bpw(a.number("target-bpw"))
+                   : a.has("target-size") ? Budget::bytes(a.number("target-size"))
+                                          : Budget::max_kl(a.number("max-kl"));
+  SensitivityMap m;
+  if (a.has("sensitivity")) {
+    m = read_sensitivity_json(a.str("sensitivity"));
+  } else {
+    GP_CHECK(a.has("calib"), "[quantize] --recipe auto needs a sensitivity map: give --sensitivity FILE.json "
+                             "(from genperf sensitivity) or --calib FILE to measure one");
+    CalibrationOptions co;
+    co.ctx = a.integer("ctx");
+    co.max_tokens = a.integer("calib-tokens");
+    co.source = a.str("calib");
+    co.progress = !json;
+    const CalibrationReference ref(ck, read_text_file(co.source), co);
+    SensitivityOptions so;
+    so.quant = o;
+    so.measure = !a.flag("proxy");
+    so.progress = !json;
+    m = measure_sensitivity(ck, ref, so);
+  }
+  for (const SensitivityTensor& t : m.tensors)
+    GP_CHECK(ck.tensors.count(t.name) && ck.tensors.at(t.name).numel() == t.elements, "[quantize] the sensitivity map (",
+             m.model, ") does not describe ", ck.source, ": tensor ", t.name, " differs or is missing");
+  AllocationOptions ao;
+  ao.use_proxy = a.flag("proxy");
+  AllocationReport report;
+  const QuantPlan plan = plan_for_budget(m, b, &report, ao);
+  notes.insert(notes.end(), m.notes.begin(), m.notes.end());
+  notes.push_back("allocation: " + report.summary());
+  return plan;
+}
+
+}  // namespace
+
+int cmd_quantize(int argc, char** argv) {
+  Args a("quantize",
+         {kModel,
+          {"out", "output: a .gguf file, or a directory (HF safetensors; needed for formats GGUF lacks)"},
+          {"recipe", "uniform:<format> (q4_0, q4_k, q8_0, f8_e4m3_b32, ...), q4_k_m (llama.cpp's mix), or auto "
+                     "(a budget: --target-bpw, --target-size or --max-kl)", "q4_k_m"},
+          {"target-bpw", "auto: bits per weight over the quantizable tensors", "", false, true},
+          {"target-size", "auto: total weight bytes", "", false, true},
+          {"max-kl", "auto: the smallest model whose predicted KL (nats/token) stays below this", "", false, true},
+          {"sensitivity", "auto: a sensitivity map (PREFIX.json of genperf sensitivity); else measured on --calib", "",
+           false, true},
+          {"proxy", "auto: allocate by the activation-weighted error proxy instead of measured KL", "", true},
+          {"method", "rtn (round to nearest), imatrix (weighted by activation statistics) or gptq", "rtn"},
+          {"calib", "calibration text for imatrix and gptq", "", false, true},
+          {"calib-tokens", "calibration tokens to use (the text must have this many)", "4096"},
+          {"ctx", "tokens per calibration window", "512"},
+          {"gptq-block", "GPTQ lazy-batch width in columns", "128"},
+          {"gptq-damp", "GPTQ dampening, a fraction of the Hessian's mean diagonal", "0.01"},
+          kDtype, kThreads, kJson},
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  const bool json = a.flag("json");
+  const std::string model = a.str("model"), out = a.str("out"), recipe = a.str("recipe");
+  Checkpoint ck = model.rfind("random:", 0) == 0
+                      ? random_checkpoint(preset_config(model.substr(7)), parse_dtype(a.str("dtype")), 1)
+                      : load_checkpoint(model);
+
+  QuantizeOptions o;
+  o.method = parse_quant_method(a.str("method"));
+  std::vector<std::string> notes;
+  const QuantPlan plan = recipe == "auto" ? auto_plan(a, ck, o, json, notes) : recipe_plan(ck, recipe, &notes);
+  check_output(out, ck, plan);
+
+  o.gptq_block = a.integer("gptq-block");
+  o.gptq_damp = a.number("gptq-damp");
+  GP_CHECK(o.gptq_block > 0, "[quantize] --gptq-block must be positive");
+  GP_CHECK(o.gptq_damp >= 0, "[quantize] --gptq-damp must be non-negative");
+  ActivationStats stats;
+  int64_t calib_tokens = 0;
+  if (o.method != QuantMethod::Rtn) {
+    const char* m = quant_method_name(o.method);
+    GP_CHECK(a.has("calib"), "[quantize] --method ", m, " needs calibration text: give --calib FILE");
+    GP_CHECK(ck.tokenizer, "[quantize] --method ", m, ": ", ck.source, " has no tokenizer to read --calib with");
+    const std::string file = a.str("calib");
+    calib_tokens = a.integer("calib-tokens");
+    GP_CHECK(calib_tokens > 0, "[quantize] --calib-tokens must be positive");
+    std::vector<int32_t> tokens = ck.tokenizer->encode(read_text_file(file), false);
+    GP_CHECK(int64_t(tokens.size()) >= calib_tokens, "[quantize] calibration text ", file, " has ", tokens.size(),
+             " tokens, but ", calib_tokens, " are needed (--calib-tokens); give a longer text or lower "
+             "--calib-tokens");
+    tokens.resize(size_t(calib_tokens));
+    const auto t0 = std::chrono::steady_clock::now();
+    stats = collect_activation_stats(ck, tokens, a.integer("ctx"), o.method == QuantMethod::Gptq, calib_tokens,
+                                     !json);
+    o.stats = &stats;
+    if (!json)
+      std::fprintf(stderr, "calibration: %lld tokens of %s in %.1f s\n", (long long)calib_tokens, file.c_str(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  } else if (a.has("calib") && recipe != "auto" && !json) {
+    std::fprintf(stderr, "note: --calib is not used by --method rtn\n");
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const Checkpoint q = quantize_checkpoint(ck, plan, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  save_quantized(out, q);
+
+  const SizeReport before = size_report(ck), after = size_report(q);
+  Json tensors = Json::Object{};
+  std::map<std::string, int64_t> counts;
+  for (const std::string& name : quantizable_tensors(q)) {
+    const Tensor& t = q.tensors.at(name);
+    tensors[name] = dtype_name(t.dtype());
+    ++counts[dtype_name(t.dtype())];
+  }
+  if (json) {
+    Json::Array n;
+    for (const std::string& s : notes) n.push_back(s);
+    Json c = Json::Object{};
+    for (const auto& [f, k] : counts) c[f] = Json(k);
+    print_json(Json::Object{{"model", ck.source},
+                            {"out", out},
+                            {"recipe", recipe},
+                            {"method", quant_method_name(o.method)},
+                            {"calibration_tokens", calib_tokens},
+                            {"tensors", std::move(tensors)},
+                            {"format_counts", std::move(c)},
+                            {"notes", Json(std::move(n))},
+                            {"bpw", after.bpw},
+                            {"source_bpw", before.bpw},
+                            {"quantizable_bytes", after.quantizable_bytes},
+                            {"total_bytes", after.total_bytes},
+                            {"source_total_bytes", before.total_bytes},
+                            {"compression_vs_bf16", after.compression_vs_bf16()},
+                            {"seconds", seconds}});
+    return 0;
+  }
+  for (const std::string& name : quantizable_tensors(q)) {
+    const Tensor& src = ck.tensors.at(name);
+    const Tensor& t = q.tensors.at(name);
+    std::printf("%-40s %-12s %-5s -> %-12s %10.1f KB\n", name.c_str(), shape_text(t).c_str(), dtype_name(src.dtype()),
+                dtype_name(t.dtype()), double(t.nbytes()) / 1e3);
+  }
+  for (const std::string& s : notes) std::printf("note: %s\n", s.c_str());
+  std::string mix;
+  for (const auto& [f, k] : counts) mix += cat(mix.empty() ? "" : ", ", k, " ", f);
+  std::printf("recipe %s, method %s: %s (%.1f s)\n", recipe.c_str(), quant_method_name(o.method), mix.c_str(),
+              seconds);
+  std::printf("size: %.3f bits per weight over the quantizable tensors (%.3f before); total %.2f MB "
+              "(%.2f MB before), %.2fx smaller than bf16\n",
+              after.bpw, before.bpw, double(after.total_bytes) / 1e6, double(before.total_bytes) / 1e6,
+              after.compression_vs_bf16());
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace genperf::cli
