@@ -83,7 +83,8 @@ DType fallback_format(DType format, int64_t row_len, DType source);
 QuantPlan recipe_plan(const Checkpoint& ck, const std::string& recipe, std::vector<std::string>* notes = nullptr);
 
 // Quantizes the tensors of the plan (the others are shared, not copied). The result keeps the
-// source's config, rope style and tokenizer. With Gptq, the untied embedding (a lookup, no Gram
+// source's config, rope style and tokenizer (rebuilt from its vocabulary; a tokenizer without
+// one, such as a test double, is not carried). With Gptq, the untied embedding (a lookup, no Gram
 // matrix) is quantized with the Weighted method.
 Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, const QuantizeOptions& o);
 // One matrix [N, K] (any float or quantized type; converted to f32 first) to `format`, with the

@@ -41,8 +41,8 @@ std::string AllocationReport::summary() const {
   std::string counts;
   for (const auto& [f, n] : format_counts) counts += cat(counts.empty() ? "" : ", ", n, " ", f);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%.4f bpw, %.3f MB total, predicted KL %.6g (dloss %+.6g)", bpw,
-                double(total_bytes) / 1e6, predicted, predicted_dloss);
+  std::snprintf(buf, sizeof buf, "%.4f bpw, %.3f MB total, predicted KL %.6g (dloss %+.6g; LP lower bound %.6g)",
+                bpw, double(total_bytes) / 1e6, predicted, predicted_dloss, lagrangian_bound);
   return cat(buf, "; ", counts, " [", method, "]");
 }
 

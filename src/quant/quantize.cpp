@@ -233,7 +233,9 @@ Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, cons
   out.config = ck.config;
   out.rope_style = ck.rope_style;
   out.tensors = ck.tensors;
-  if (ck.tokenizer) {  // a Checkpoint owns its tokenizer: rebuild it from the vocabulary
+  // A Checkpoint owns its tokenizer: rebuild it from the vocabulary. One that states no vocabulary
+  // (a test double) cannot be rebuilt and is not carried.
+  if (ck.tokenizer && !ck.tokenizer->vocab().tokens.empty()) {
     try {
       out.tokenizer = tokenizer_from_vocab(ck.tokenizer->vocab(), ck.source);
     } catch (const Error& e) {
