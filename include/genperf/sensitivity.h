@@ -83,6 +83,11 @@ struct SensitivityOptions {
                                 DType::Q5_K, DType::Q6_K, DType::Q8_0};
   QuantizeOptions quant;  // method used for every entry (stats filled in by measure_sensitivity)
   bool measure = true;    // false: proxy only (no per-entry forward passes; kl/dloss are NaN)
+  // Anchored (cheap) map: measure only this format for each tensor (the first fitting format of
+  // `formats` where it does not fit) and estimate the others' KL and dloss by scaling the
+  // tensor's proxy: kl(f) = kl(anchor) * proxy(f) / proxy(anchor). One pass per tensor instead
+  // of one per (tensor, format). F32: off (every entry measured).
+  DType anchor = DType::F32;
   bool progress = false;
 };
 
@@ -96,6 +101,7 @@ struct SensitivityEntry {
   double kl = 0;          // mean KL(ref || model with only this tensor quantized), nats/token
   double dloss = 0;       // mean NLL change (nats/token); may be negative
   double proxy = 0;       // sum_i mean_sq[i] * ||W[:, i] - W_hat[:, i]||^2 (activation-weighted error)
+  bool measured = true;   // false: kl and dloss are estimated from the anchor (anchored maps)
 };
 
 struct SensitivityTensor {
@@ -117,7 +123,9 @@ struct SensitivityMap {
   std::vector<SensitivityEntry> entries;   // tensor-major, formats in `formats` order
   int64_t total_source_bytes = 0;          // every weight of the source checkpoint
   bool measured = true;                    // false when only the proxy was computed
-  // Spearman rank correlation between proxy and measured KL: over all entries, and per format.
+  std::string anchor;                      // anchored maps: the anchor format's name, else ""
+  // Spearman rank correlation between proxy and measured KL: over all measured entries, and per
+  // format (anchored maps: across tensors at their anchor).
   double spearman = 0;
   std::map<std::string, double> spearman_by_format;  // format name -> rho
   std::vector<std::string> notes;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "genperf/error.h"
 #include "genperf/fileio.h"
@@ -290,7 +291,7 @@ void fill_correlations(SensitivityMap& m) {
   std::vector<double> kl, px;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by;
   for (const auto& e : m.entries) {
-    if (!std::isfinite(e.kl) || !std::isfinite(e.proxy)) continue;
+    if (!e.measured || !std::isfinite(e.kl) || !std::isfinite(e.proxy)) continue;
     kl.push_back(e.kl);
     px.push_back(e.proxy);
     auto& f = by[dtype_name(e.format)];
@@ -330,6 +331,8 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
   m.reference_nll = ref.reference_nll();
   m.formats = opt.formats;
   m.measured = opt.measure;
+  const bool anchored = opt.measure && opt.anchor != DType::F32;
+  if (anchored) m.anchor = dtype_name(opt.anchor);
   for (const auto& [n, t] : ck.tensors) m.total_source_bytes += int64_t(t.nbytes());
 
   const std::vector<std::string> names = quantizable_tensors(ck);
@@ -344,10 +347,20 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
   std::vector<float> freq(size_t(ck.config.vocab_size), 0.f);
   for (int32_t id : ref.ids()) freq[size_t(id)] += 1.f / float(stat_tokens);
 
+  auto fits = [](DType f, int64_t K) { return K % traits(f).block_size == 0; };
+  // The format measured for each tensor in an anchored map.
+  auto anchor_of = [&](int64_t K) {
+    if (fits(opt.anchor, K)) return opt.anchor;
+    for (DType f : opt.formats)
+      if (fits(f, K)) return f;
+    return DType::F32;
+  };
   int64_t total = 0;
   for (const auto& n : names) {
     const Tensor& w = ck.tensors.at(n);
-    for (DType f : opt.formats) total += w.size(1) % traits(f).block_size == 0;
+    if (anchored) total += anchor_of(w.size(1)) != DType::F32;
+    else
+      for (DType f : opt.formats) total += fits(f, w.size(1));
   }
   Progress bar("sensitivity", total);
   int64_t done = 0;
@@ -373,7 +386,19 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
     if (st.kind != "embed" && !have_ms)
       m.notes.push_back(cat(n, ": no activation statistics; its proxy is the unweighted squared error"));
 
-    for (DType f : opt.formats) {
+    // Anchored: the anchor first (measured), then the other formats (estimated from it).
+    std::vector<DType> order = opt.formats;
+    const DType anchor = anchored ? anchor_of(K) : DType::F32;
+    if (anchored && anchor != DType::F32) {
+      if (anchor != opt.anchor)
+        m.notes.push_back(cat(n, ": anchor ", dtype_name(opt.anchor), " does not fit rows of ", K, "; measured ",
+                              dtype_name(anchor), " instead"));
+      order.erase(std::remove(order.begin(), order.end(), anchor), order.end());
+      order.insert(order.begin(), anchor);
+    }
+    const size_t first_entry = m.entries.size();
+    double anchor_kl = kNaN, anchor_dloss = kNaN, anchor_proxy = kNaN;
+    for (DType f : order) {
       if (K % traits(f).block_size != 0) {
         m.notes.push_back(cat(n, ": ", dtype_name(f), " skipped (rows of ", K, " are not a multiple of its block of ",
                               traits(f).block_size, ")"));
@@ -406,16 +431,32 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
       } else {
         e.proxy = weighted_error(a, b, N, K, colw);
       }
-      if (opt.measure) {
+      if (opt.measure && (!anchored || f == anchor)) {
         const CalibrationScore sc = ref.score_with({{n, wq}});
         e.kl = sc.kl;
         e.dloss = sc.dloss;
+        if (anchored) anchor_kl = e.kl, anchor_dloss = e.dloss, anchor_proxy = e.proxy;
+        bar.update(++done, cat(n, " ", dtype_name(f), " KL ", e.kl));
+      } else if (anchored) {
+        // The proxy's ratio between formats of one tensor tracks the KL's (both are second
+        // order in the weight error); its scale across tensors does not, hence the anchor.
+        const double r = anchor_proxy > 0 ? e.proxy / anchor_proxy : 1.0;
+        e.kl = anchor_kl * r;
+        e.dloss = anchor_dloss * r;
+        e.measured = false;
       } else {
         e.kl = e.dloss = kNaN;
+        e.measured = false;
+        bar.update(++done, cat(n, " ", dtype_name(f)));
       }
       m.entries.push_back(e);
-      bar.update(++done, cat(n, " ", dtype_name(f), " KL ", e.kl));
     }
+    // Entries in the order of `formats` whatever was measured first.
+    std::stable_sort(m.entries.begin() + ptrdiff_t(first_entry), m.entries.end(),
+                     [&](const SensitivityEntry& a, const SensitivityEntry& b) {
+                       auto pos = [&](DType f) { return std::find(opt.formats.begin(), opt.formats.end(), f) - opt.formats.begin(); };
+                       return pos(a.format) < pos(b.format);
+                     });
   }
   bar.finish();
   fill_correlations(m);
@@ -481,11 +522,11 @@ std::string color_at(double t) {
 std::string sensitivity_csv(const SensitivityMap& m) {
   std::map<std::string, const SensitivityTensor*> info;
   for (const auto& t : m.tensors) info[t.name] = &t;
-  std::string s = "tensor,layer,kind,format,bpw,bytes,kl,dloss,proxy\n";
+  std::string s = "tensor,layer,kind,format,bpw,bytes,kl,dloss,proxy,measured\n";
   for (const auto& e : m.entries) {
     const SensitivityTensor* t = info.at(e.tensor);
     s += cat(csv_field(e.tensor), ",", t->layer, ",", t->kind, ",", dtype_name(e.format), ",", num(e.bpw), ",", e.bytes,
-             ",", num(e.kl), ",", num(e.dloss), ",", num(e.proxy), "\n");
+             ",", num(e.kl), ",", num(e.dloss), ",", num(e.proxy), ",", e.measured ? 1 : 0, "\n");
   }
   return s;
 }
@@ -504,7 +545,8 @@ std::string sensitivity_json(const SensitivityMap& m) {
     const SensitivityTensor* t = info.at(e.tensor);
     entries.push_back(Json::Object{{"tensor", e.tensor}, {"layer", int64_t(t->layer)}, {"kind", t->kind},
                                    {"format", dtype_name(e.format)}, {"bpw", e.bpw}, {"bytes", e.bytes},
-                                   {"kl", jnum(e.kl)}, {"dloss", jnum(e.dloss)}, {"proxy", jnum(e.proxy)}});
+                                   {"kl", jnum(e.kl)}, {"dloss", jnum(e.dloss)}, {"proxy", jnum(e.proxy)},
+                                   {"measured", e.measured}});
   }
   for (const auto& n : m.notes) notes.push_back(n);
   Json::Object by;
@@ -521,6 +563,7 @@ std::string sensitivity_json(const SensitivityMap& m) {
       {"reference_ppl", std::exp(m.reference_nll)},
       {"formats", Json(std::move(formats))},
       {"measured", m.measured},
+      {"anchor", m.anchor},
       {"total_source_bytes", m.total_source_bytes},
       {"quantizable_elements", m.quantizable_elements()},
       {"correlation", Json::Object{{"measure", "spearman(proxy, kl)"}, {"all", jnum(m.spearman)}, {"by_format", Json(std::move(by))}}},
@@ -545,6 +588,7 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
   m.tokens = j.at("tokens").as_int();
   m.reference_nll = j.at("reference_nll").as_number();
   m.measured = j.at("measured").as_bool();
+  m.anchor = j.at("anchor").as_string();
   m.total_source_bytes = j.at("total_source_bytes").as_int();
   m.seconds = j.at("seconds").as_number();
   for (const Json& f : j.at("formats").as_array()) m.formats.push_back(parse_dtype(f.as_string()));
@@ -570,6 +614,7 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
     e.kl = jget(x.at("kl"));
     e.dloss = jget(x.at("dloss"));
     e.proxy = jget(x.at("proxy"));
+    e.measured = x.at("measured").as_bool();
     m.entries.push_back(e);
   }
   const Json& c = j.at("correlation");
@@ -594,10 +639,12 @@ std::string sensitivity_svg(const SensitivityMap& m) {
     have_head |= t.kind == "head";
   }
   std::map<std::pair<std::string, std::string>, double> val;  // (format, tensor) -> value
+  std::set<std::pair<std::string, std::string>> estimated;     // anchored maps: not measured
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& e : m.entries) {
     const double v = use_kl ? e.kl : e.proxy;
     val[{dtype_name(e.format), e.tensor}] = v;
+    if (use_kl && !e.measured) estimated.insert({dtype_name(e.format), e.tensor});
     if (std::isfinite(v) && v > 0) lo = std::min(lo, std::log10(v)), hi = std::max(hi, std::log10(v));
   }
   if (!(lo <= hi)) lo = -6, hi = 0;
@@ -611,7 +658,8 @@ std::string sensitivity_svg(const SensitivityMap& m) {
   const int per_row = std::min<int>(4, int(m.formats.size()));
   const int prow = (int(m.formats.size()) + per_row - 1) / std::max(per_row, 1);
   const int top = 62, legend_w = 90, lh = 200;
-  const std::string title = cat("Sensitivity of ", m.model, ": ", what);
+  const std::string title = cat("Sensitivity of ", m.model, ": ", what,
+                                m.anchor.empty() ? "" : cat(" (measured at ", m.anchor, ", other formats estimated by the proxy)"));
   char sub[512];
   std::snprintf(sub, sizeof sub, "calibration %s, %lld tokens (ctx %lld), %s quantizer, reference ppl %.3f; Spearman(proxy, KL) = %s",
                 m.calib.c_str(), (long long)m.tokens, (long long)m.ctx, m.method.c_str(), std::exp(m.reference_nll),
@@ -637,7 +685,7 @@ std::string sensitivity_svg(const SensitivityMap& m) {
     }
     const double t = t_of(it->second);
     char v[32];
-    std::snprintf(v, sizeof v, "%.1e", it->second);
+    std::snprintf(v, sizeof v, "%s%.1e", estimated.count({fmt, tensor}) ? "~" : "", it->second);
     s += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w - 1, "\" height=\"", ch - 1, "\" fill=\"", color_at(t),
              "\"><title>", xml(tensor), " ", fmt, ": ", v, "</title></rect>");
     s += cat("<text x=\"", x + w / 2, "\" y=\"", y + 14, "\" font-size=\"9\" text-anchor=\"middle\" fill=\"",

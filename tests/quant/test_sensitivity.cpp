@@ -213,7 +213,7 @@ TEST(Sensitivity, FilesWrittenAtomicallyAndReadBack) {
   EXPECT_EQ(files, 3);
 
   const std::string csv = read_text_file(prefix + ".csv");
-  EXPECT_EQ(csv.rfind("tensor,layer,kind,format,bpw,bytes,kl,dloss,proxy\n", 0), 0u);
+  EXPECT_EQ(csv.rfind("tensor,layer,kind,format,bpw,bytes,kl,dloss,proxy,measured\n", 0), 0u);
   EXPECT_EQ(size_t(std::count(csv.begin(), csv.end(), '\n')), m.entries.size() + 1);
   EXPECT_EQ(csv.find('z'), std::string::npos);
 
@@ -226,6 +226,7 @@ TEST(Sensitivity, FilesWrittenAtomicallyAndReadBack) {
     EXPECT_EQ(back.entries[i].bytes, m.entries[i].bytes);
     EXPECT_EQ(back.entries[i].kl, m.entries[i].kl);  // 17 significant digits round-trip
     EXPECT_EQ(back.entries[i].proxy, m.entries[i].proxy);
+    EXPECT_EQ(back.entries[i].measured, m.entries[i].measured);
   }
   EXPECT_EQ(back.total_source_bytes, m.total_source_bytes);
   EXPECT_EQ(back.reference_nll, m.reference_nll);
@@ -251,6 +252,40 @@ TEST(Sensitivity, FilesWrittenAtomicallyAndReadBack) {
   // Not a sensitivity map: a clear error.
   write_file_atomic(tmp / "other.json", "{\"kind\": \"something\"}");
   EXPECT_THROW(read_sensitivity_json(tmp / "other.json"), Error);
+}
+
+TEST(Sensitivity, AnchoredMapMeasuresOneFormatPerTensor) {
+  const uint64_t seed = 11;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  const Checkpoint ck = tiny_model(seed);
+  CalibrationOptions co;
+  co.ctx = 64;
+  const CalibrationReference ref(ck, random_ids(seed, 128, int32_t(ck.config.vocab_size)), -1, co);
+  SensitivityOptions so;
+  so.formats = {DType::Q4_0, DType::Q8_0};
+  const SensitivityMap full = measure_sensitivity(ck, ref, so);
+  so.anchor = DType::Q8_0;
+  const SensitivityMap m = measure_sensitivity(ck, ref, so);
+  EXPECT_EQ(m.anchor, "q8_0");
+  ASSERT_EQ(m.entries.size(), full.entries.size());
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const SensitivityEntry &e = m.entries[i], &f = full.entries[i];
+    ASSERT_EQ(e.tensor, f.tensor);
+    ASSERT_EQ(e.format, f.format);  // same order as the full map
+    EXPECT_EQ(e.proxy, f.proxy);
+    EXPECT_EQ(e.measured, e.format == DType::Q8_0);
+    if (e.measured) {
+      EXPECT_NEAR(e.kl, f.kl, 1e-12 + 1e-9 * f.kl);
+    } else {
+      const SensitivityEntry& a = m.entries[i + 1];  // the tensor's q8_0 entry
+      ASSERT_EQ(a.format, DType::Q8_0);
+      EXPECT_NEAR(e.kl, a.kl * e.proxy / a.proxy, 1e-15 + 1e-12 * e.kl);
+      EXPECT_GT(e.kl, a.kl);
+    }
+  }
+  EXPECT_EQ(m.spearman_by_format.count("q4_0"), 0u);  // only measured entries are correlated
+  EXPECT_NE(sensitivity_svg(m).find(">~"), std::string::npos);  // estimates are marked
+  EXPECT_NO_THROW(plan_for_budget(m, Budget::bpw(12)));
 }
 
 TEST(Sensitivity, ProxyOnly) {

@@ -70,6 +70,7 @@ int cmd_sensitivity(int argc, char** argv) {
           {"tokens", "calibration tokens to use (default: the whole text)", "", false, true},
           {"method", "quantizer: rtn, imatrix or gptq", "rtn"},
           {"proxy-only", "compute only the activation-weighted proxy (no per-entry forward passes)", "", true},
+          {"anchor", "cheap map: measure only this format per tensor, estimate the others from the proxy", "", false, true},
           {"check-bpw", "after measuring, allocate at these bits per weight (e.g. q4_k_m,4.0,4.5; q4_k_m: that recipe's) "
                         "and report predicted vs achieved KL beside uniform formats and q4_k_m", "",
            false, true},
@@ -92,6 +93,12 @@ int cmd_sensitivity(int argc, char** argv) {
   so.formats = parse_formats(a.str("formats"));
   so.quant.method = parse_quant_method(a.str("method"));
   so.measure = !a.flag("proxy-only");
+  if (a.has("anchor")) {
+    so.anchor = parse_dtype(a.str("anchor"));
+    GP_CHECK(so.measure, "[sensitivity] --anchor and --proxy-only exclude each other");
+    GP_CHECK(std::find(so.formats.begin(), so.formats.end(), so.anchor) != so.formats.end(), "[sensitivity] --anchor ",
+             a.str("anchor"), " must be one of --formats");
+  }
   so.progress = !json;
   const std::vector<double> checks =
       a.has("check-bpw") ? parse_budgets(a.str("check-bpw"), "--check-bpw", ck) : std::vector<double>{};
@@ -100,7 +107,7 @@ int cmd_sensitivity(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const CalibrationReference ref(ck, read_text_file(calib), co);
   if (!json) {
-    const int64_t passes = int64_t(quantizable_tensors(ck).size() * so.formats.size());
+    const int64_t passes = int64_t(quantizable_tensors(ck).size() * (so.anchor != DType::F32 ? 1 : so.formats.size()));
     std::fprintf(stderr, "calibration %s: %lld tokens in windows of %lld, reference ppl %.4f; one pass %.2f s, about %lld passes\n",
                  calib.c_str(), (long long)ref.tokens(), (long long)ref.ctx(), std::exp(ref.reference_nll()),
                  ref.seconds_per_score(), (long long)(so.measure ? passes : 0));
@@ -123,6 +130,7 @@ int cmd_sensitivity(int argc, char** argv) {
       int n = 0;
       for (const auto& e : m.entries)
         if (e.format == f) s += e.kl, dl += e.dloss, mx = std::max(mx, e.kl), bpw = e.bpw, ++n;
+      // (anchored maps: the other formats' figures are estimates)
       if (!n) continue;
       auto it = m.spearman_by_format.find(dtype_name(f));
       std::printf("%-12s %7.3f %12.4g %12.4g %12.4g %10.3f\n", dtype_name(f), bpw, s / n, mx, dl / n,
