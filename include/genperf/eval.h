@@ -33,11 +33,15 @@ std::vector<McTask> read_mc_tasks(const std::string& path);
 
 struct McResult {
   double acc = 0, acc_norm = 0;  // fraction correct by summed log-prob / by log-prob per byte
+  double acc_pmi = 0;            // by log P(choice | context) - log P(choice | BOS)
   int64_t n = 0;
-  std::vector<int> predictions, predictions_norm;
+  std::vector<int> predictions, predictions_norm, predictions_pmi;
 };
 // Each choice is scored by the summed log-probability of its tokens given the context; acc_norm
-// divides by the choice's length in bytes.
+// divides by the choice's length in bytes; acc_pmi subtracts the same tokens' log-probability
+// after BOS alone (pointwise mutual information with the context, Holtzman et al. 2021's
+// "domain-conditional PMI" with BOS as the domain premise): it asks which choice the context
+// makes more likely, not which choice is likelier text. Without a BOS token acc_pmi equals acc.
 McResult multiple_choice(const LlamaModel& m, const std::vector<McTask>& tasks, bool progress = false);
 
 struct KlResult {

@@ -117,13 +117,35 @@ std::vector<McTask> read_mc_tasks(const std::string& path) {
   return tasks;
 }
 
+namespace {
+
+// Summed log-probability of tokens w[from..] given the session's prefix w[..from), where `logits`
+// holds the prediction for w[from] in row `row` (the rest is computed by continuing the session).
+double continuation_logprob(const LlamaModel& m, Session& s, const Tensor& logits, int64_t row,
+                            const std::vector<int32_t>& w, size_t from, std::vector<double>& lp) {
+  log_softmax(logits.row<float>(row), logits.size(1), lp);
+  double score = lp[size_t(w[from])];
+  if (from + 1 < w.size()) {
+    s.truncate(int64_t(from));
+    Tensor l = m.forward(s, std::span(w).subspan(from, w.size() - from - 1), LogitsFor::All);
+    for (size_t i = from + 1; i < w.size(); ++i) {
+      log_softmax(l.row<float>(int64_t(i - from - 1)), l.size(1), lp);
+      score += lp[size_t(w[i])];
+    }
+  }
+  return score;
+}
+
+}  // namespace
+
 McResult multiple_choice(const LlamaModel& m, const std::vector<McTask>& tasks, bool progress) {
   const Tokenizer& tok = need_tokenizer(m, "mc");
   const int64_t max_ctx = m.config().max_position_embeddings;
+  const int32_t bos = tok.bos_id();
   McResult r;
   std::vector<double> lp;
   Progress bar("mc", int64_t(tasks.size()));
-  int64_t correct = 0, correct_norm = 0;
+  int64_t correct = 0, correct_norm = 0, correct_pmi = 0;
   for (const McTask& t : tasks) {
     // The context is run once; each choice continues from the longest prefix it shares with
     // the context's tokens (tokenizing context + choice together, as lm-evaluation-harness does).
@@ -138,38 +160,45 @@ McResult multiple_choice(const LlamaModel& m, const std::vector<McTask>& tasks, 
     Session s(m, std::min<int64_t>(max_ctx, int64_t(std::max(longest, ctx.size()))));
     GP_CHECK(int64_t(longest) <= max_ctx, "[mc] a task of ", longest, " tokens exceeds the model's context of ", max_ctx);
     Tensor ctx_logits = m.forward(s, ctx, LogitsFor::All);
-    double best = -INFINITY, best_norm = -INFINITY;
-    int pick = 0, pick_norm = 0;
+    // For the PMI score: the same choice tokens after BOS alone.
+    Session su(m, std::min<int64_t>(max_ctx, int64_t(longest) + 1));
+    Tensor bos_logits;
+    if (bos >= 0) {
+      const int32_t b = bos;
+      bos_logits = m.forward(su, std::span<const int32_t>(&b, 1), LogitsFor::All);
+    }
+    double best = -INFINITY, best_norm = -INFINITY, best_pmi = -INFINITY;
+    int pick = 0, pick_norm = 0, pick_pmi = 0;
     for (size_t c = 0; c < t.choices.size(); ++c) {
       const auto& w = whole[c];
       size_t n = 0;
       while (n < ctx.size() && n < w.size() && ctx[n] == w[n]) ++n;
       n = std::max<size_t>(n, 1);  // the first token is always context (BOS or the first piece)
       GP_CHECK(n < w.size(), "[mc] choice '", t.choices[c], "' adds no tokens to its context");
-      double score = 0;
-      log_softmax(ctx_logits.row<float>(int64_t(n) - 1), ctx_logits.size(1), lp);
-      score += lp[size_t(w[n])];
-      if (n + 1 < w.size()) {
-        s.truncate(int64_t(n));
-        Tensor l = m.forward(s, std::span(w).subspan(n, w.size() - n - 1), LogitsFor::All);
-        for (size_t i = n + 1; i < w.size(); ++i) {
-          log_softmax(l.row<float>(int64_t(i - n - 1)), l.size(1), lp);
-          score += lp[size_t(w[i])];
-        }
-      }
+      const double score = continuation_logprob(m, s, ctx_logits, int64_t(n) - 1, w, n, lp);
       const double norm = score / double(t.choices[c].size());
+      double pmi = score;
+      if (bos >= 0) {
+        std::vector<int32_t> u = {bos};
+        u.insert(u.end(), w.begin() + int64_t(n), w.end());
+        pmi -= continuation_logprob(m, su, bos_logits, 0, u, 1, lp);
+      }
       if (score > best) best = score, pick = int(c);
       if (norm > best_norm) best_norm = norm, pick_norm = int(c);
+      if (pmi > best_pmi) best_pmi = pmi, pick_pmi = int(c);
     }
     r.predictions.push_back(pick);
     r.predictions_norm.push_back(pick_norm);
+    r.predictions_pmi.push_back(pick_pmi);
     correct += pick == t.gold;
     correct_norm += pick_norm == t.gold;
+    correct_pmi += pick_pmi == t.gold;
     ++r.n;
     if (progress) bar.update(r.n, cat("acc ", double(correct) / double(r.n)));
   }
   r.acc = double(correct) / double(r.n);
   r.acc_norm = double(correct_norm) / double(r.n);
+  r.acc_pmi = double(correct_pmi) / double(r.n);
   return r;
 }
 

@@ -120,10 +120,10 @@ TEST(Eval, MultipleChoiceMatchesFullRecompute) {
   const McResult r = multiple_choice(m, tasks);
   // Independent: score each full sequence from scratch.
   std::vector<double> lp;
-  int correct = 0, correct_norm = 0;
+  int correct = 0, correct_norm = 0, correct_pmi = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
-    double best = -INFINITY, best_norm = -INFINITY;
-    int pick = -1, pick_norm = -1;
+    double best = -INFINITY, best_norm = -INFINITY, best_pmi = -INFINITY;
+    int pick = -1, pick_norm = -1, pick_pmi = -1;
     for (size_t c = 0; c < tasks[t].choices.size(); ++c) {
       const auto ids = m.tokenizer()->encode(tasks[t].context + tasks[t].choices[c], true);
       Session s(m, 64);
@@ -135,16 +135,31 @@ TEST(Eval, MultipleChoiceMatchesFullRecompute) {
         score += lp[size_t(ids[i])];
       }
       const double norm = score / double(tasks[t].choices[c].size());
+      // PMI: the choice's bytes after BOS alone, scored from scratch too.
+      std::vector<int32_t> u = {256};
+      u.insert(u.end(), ids.begin() + int64_t(n_ctx), ids.end());
+      Session su(m, 64);
+      Tensor lu = m.forward(su, u, LogitsFor::All);
+      double uncond = 0;
+      for (size_t i = 1; i < u.size(); ++i) {
+        log_softmax(lu.row<float>(int64_t(i - 1)), lu.size(1), lp);
+        uncond += lp[size_t(u[i])];
+      }
+      const double pmi = score - uncond;
       if (score > best) best = score, pick = int(c);
       if (norm > best_norm) best_norm = norm, pick_norm = int(c);
+      if (pmi > best_pmi) best_pmi = pmi, pick_pmi = int(c);
     }
     EXPECT_EQ(r.predictions[t], pick) << "task " << t;
     EXPECT_EQ(r.predictions_norm[t], pick_norm) << "task " << t;
+    EXPECT_EQ(r.predictions_pmi[t], pick_pmi) << "task " << t;
     correct += pick == tasks[t].gold;
     correct_norm += pick_norm == tasks[t].gold;
+    correct_pmi += pick_pmi == tasks[t].gold;
   }
   EXPECT_DOUBLE_EQ(r.acc, correct / 3.0);
   EXPECT_DOUBLE_EQ(r.acc_norm, correct_norm / 3.0);
+  EXPECT_DOUBLE_EQ(r.acc_pmi, correct_pmi / 3.0);
 }
 
 TEST(Eval, McTaskFileErrorsNameTheLine) {

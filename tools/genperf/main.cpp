@@ -107,8 +107,10 @@ int cmd_eval(int argc, char** argv) {
     const McResult r = multiple_choice(m, read_mc_tasks(a.str("tasks")), !json);
     out["acc"] = r.acc;
     out["acc_norm"] = r.acc_norm;
+    out["acc_pmi"] = r.acc_pmi;
     out["n"] = r.n;
-    if (!json) std::printf("acc %.4f  acc_norm %.4f  tasks %lld\n", r.acc, r.acc_norm, (long long)r.n);
+    if (!json)
+      std::printf("acc %.4f  acc_norm %.4f  acc_pmi %.4f  tasks %lld\n", r.acc, r.acc_norm, r.acc_pmi, (long long)r.n);
   } else {
     LlamaModel ref = load_model(a.str("ref"), a);
     const KlResult r = kl_divergence(m, ref, read_text_file(a.str("text")), a.integer("ctx"), !json);
