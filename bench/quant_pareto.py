@@ -107,7 +107,8 @@ def main():
         r["mc"] = {}
         for f in a.mc:
             mc = run(gp + ["eval", "mc", "--model", model_dir, "--tasks", f, "--json"] + thr)
-            r["mc"][os.path.basename(f)] = {"acc": mc["acc"], "acc_norm": mc["acc_norm"], "n": mc["n"]}
+            r["mc"][os.path.basename(f)] = {"acc": mc["acc"], "acc_norm": mc["acc_norm"], "acc_pmi": mc["acc_pmi"],
+                                             "n": mc["n"]}
         if not a.no_bench:
             b = run(gp + ["bench", "infer", "--model", model_dir, "--json", "--no-peaks", "--reps", str(a.reps),
                           "--prefill", "256", "--decode-prompt", "128", "--decode-tokens", "32"] + thr)
@@ -146,14 +147,14 @@ def main():
 
     # Markdown: one row per plan, by bits per weight.
     mc_names = [os.path.basename(f) for f in a.mc]
-    head = ["plan", "bpw", "size MB", "x vs bf16", "ppl", "KL mean", "top-1"] + [f"MC {n}" for n in mc_names]
+    head = ["plan", "bpw", "size MB", "x vs bf16", "ppl", "KL mean", "top-1"] + [f"MC {n} acc / pmi" for n in mc_names]
     if not a.no_bench:
         head += ["prefill tok/s", "decode tok/s", "peak MB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: (r["plan"] != "source", r.get("bpw") or 0)):
         cells = [r["plan"], f"{r['bpw']:.3f}", f"{r['total_bytes'] / 1e6:.2f}", f"{r['compression_vs_bf16']:.2f}",
                  f"{r['ppl']:.3f}", f"{r['kl']:.5f}", f"{r['top1']:.4f}"]
-        cells += [f"{r['mc'][n]['acc']:.4f}" for n in mc_names]
+        cells += [f"{r['mc'][n]['acc']:.3f} / {r['mc'][n]['acc_pmi']:.3f}" for n in mc_names]
         if not a.no_bench:
             cells += [f"{r['prefill_tok_s']:.0f}", f"{r['decode_tok_s']:.0f}", f"{r['peak_rss_bytes'] / 1e6:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")

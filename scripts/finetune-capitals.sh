@@ -29,5 +29,5 @@ import json, sys
 w = sys.argv[1]
 for name in ("base", "full", "lora"):
     r = json.load(open(f"{w}/mc-{name}.json"))
-    print(f"{name:5s} acc {r['acc']:.3f}  acc_norm {r['acc_norm']:.3f}  ({r['tasks']} tasks)")
+    print(f"{name:5s} acc {r['acc']:.3f}  acc_norm {r['acc_norm']:.3f}  acc_pmi {r['acc_pmi']:.3f}  ({r['n']} tasks)")
 PY

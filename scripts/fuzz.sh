@@ -42,6 +42,12 @@ put("safetensors", "seed0", safetensors([("w", "F32", [2, 2], struct.pack("<4f",
 put("safetensors", "seed1", safetensors([("a", "BF16", [3], b"\x80\x3f" * 3), ("b", "F16", [1, 1, 2], b"\x00\x3c" * 2),
                                          ("c", "I32", [0], b"")]))
 put("safetensors", "seed2", safetensors([]))
+# genperf's quantized tensors: U8 bytes described by "genperf.quant.<name>" = "<format> <dims>"
+# (Q8_0: 34-byte blocks of 32, an f16 scale then 32 int8; Q4_K: 144-byte blocks of 256).
+q8 = struct.pack("<e", 0.5) + bytes(range(32))
+put("safetensors", "seed3", safetensors([("q", "U8", [2, 34], q8 * 2), ("k", "U8", [1, 144], b"\1" * 144),
+                                         ("n", "F32", [2], struct.pack("<2f", 1, 1))],
+                                        {"format": "pt", "genperf.quant.q": "q8_0 2 32", "genperf.quant.k": "q4_k 1 256"}))
 
 def gstr(s): b = s.encode(); return struct.pack("<Q", len(b)) + b
 def kv(key, t, payload): return gstr(key) + struct.pack("<I", t) + payload

@@ -177,7 +177,14 @@ int cmd_sensitivity(int argc, char** argv) {
     if (!json) std::printf("\nplans scored on the calibration windows (%s quantizer):\n", m.method.c_str());
     for (double bpw : checks) {
       AllocationReport r;
-      const QuantPlan plan = plan_for_budget(m, Budget::bpw(bpw), &r);
+      QuantPlan plan;
+      try {
+        plan = plan_for_budget(m, Budget::bpw(bpw), &r);
+      } catch (const Error& e) {  // an infeasible budget is a finding here, not the end of the run
+        if (!json) std::printf("auto@%g: %s\n", bpw, e.what());
+        rows.push_back(Json::Object{{"plan", cat("auto@", bpw)}, {"error", std::string(e.what())}});
+        continue;
+      }
       if (!json) std::printf("auto@%g: %s\n", bpw, r.summary().c_str());
       run(cat("auto@", bpw), plan, &r);
     }
