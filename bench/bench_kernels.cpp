@@ -2,13 +2,16 @@
 //   GEMV (decode):   GB/s of weight bytes read (packed bytes for the block formats), and the
 //                    fraction of measured read bandwidth. Weights rotate over copies of >= 512 MiB
 //                    in all, so they come from memory.
+//   GEMV from cache: the same kernels on weights that stay in L2, their compute ceiling.
 //   GEMM (prefill):  GFLOP/s at T = 512 for the 110M model's shapes, and the fraction of the
 //                    measured 2048^3 GEMM peak of the same weight type (bf16's for the block
-//                    formats, which run as decoded bf16 panels where the CPU has AVX512-BF16).
-//   linear by rows:  GEMV kernels and oneDNN side by side for T = 1..32 (the switch-over).
+//                    formats: they run as the integer GEMM on AVX-512, else as decoded panels).
+//   linear by rows:  GEMV kernels, oneDNN (decoded panels for the block formats) and the
+//                    integer GEMM side by side for T = 1..512 (the switch-overs).
 //   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
 // Real time, 5 repetitions, median, min and max reported; peaks measured once at start-up.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +21,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/qkernels.h"
 #include "bench/peaks.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
@@ -75,6 +80,24 @@ void BM_Gemv(benchmark::State& state) {
   state.SetLabel(dtype_name(wt));
 }
 
+// The same with a single copy of weights small enough to stay in cache: the kernel's compute
+// ceiling in GB/s of packed weights, to set against the bandwidth floor (a kernel that cannot
+// run well above bw/threads per thread from cache will not reach the floor from memory).
+void BM_QGemvHot(benchmark::State& state) {
+  const DType wt = dtype_arg(state.range(0));
+  const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
+  const double bytes = double(bytes_for(wt, N * K));
+  const Tensor w = random({N, K}, wt, 100, 0.05), x = random({T, K}, DType::F32, 7);
+  Tensor y = Tensor::zeros({T, N});
+  for (auto _ : state) {
+    ops::linear(x, w, nullptr, y);
+    benchmark::DoNotOptimize(y.raw());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(dtype_name(wt));
+}
+
 // y[T, N] = x[T, K] · w[N, K]^T through ops::linear (oneDNN at this T).
 void BM_Gemm(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
@@ -94,9 +117,31 @@ void BM_Gemm(benchmark::State& state) {
   state.SetLabel(dtype_name(wt));
 }
 
-// One path of linear pinned (0: GEMV kernels, 1: oneDNN), K = 768 -> N = 2048, weights in
-// rotation as for BM_Gemv: where GEMV stops beating oneDNN sets cpu::gemv_max_rows (for the
-// block formats: the integer GEMV against decoded panels).
+// The integer GEMM of the block formats (qkernels.h) as linear runs it: activation rows
+// quantized, output rows split over the threads in 32-row panels. False where the CPU has none.
+bool linear_qgemm(const Tensor& x, const Tensor& w, Tensor& y, int64_t T, int64_t K, int64_t N) {
+  if (isa() != Isa::Avx512) return false;
+  const cpu::QGemvFn f = cpu::qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
+  if (!f) return false;
+  static std::vector<char> buf;
+  buf.resize(cpu::qact_bytes(T, K));
+  const cpu::QAct a = cpu::qact_view(buf.data(), T, K);
+  const auto quantize = cpu::kernels().quantize_act;
+  for (int64_t t = 0; t < T; ++t) quantize(x.row<float>(t), a, t);
+  const int nt = num_threads();
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads(), panels = (N + 31) / 32;
+    const int64_t n0 = std::min(N, panels * id / n * 32), n1 = std::min(N, panels * (id + 1) / n * 32);
+    if (n0 < n1) f(a, T, w.raw(), w.stride(0), n0, n1, nullptr, y.data<float>(), size_t(N));
+  }
+  return true;
+}
+
+// One path of linear pinned (0: GEMV kernels, 1: oneDNN, 2: the integer GEMM of the block
+// formats), K = 768 -> N = 2048, weights in rotation as for BM_Gemv: where GEMV stops beating
+// oneDNN sets cpu::gemv_max_rows (for the block formats: the integer GEMV against the integer
+// GEMM, and that against decoded panels).
 void BM_LinearRows(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t T = state.range(1), path = state.range(2), N = 2048, K = 768;
@@ -109,16 +154,21 @@ void BM_LinearRows(benchmark::State& state) {
   Tensor y = Tensor::zeros({T, N});
   int c = 0;
   for (auto _ : state) {
-    if (path == 0)
+    if (path == 0) {
       cpu::linear_gemv(x, ws[size_t(c)], nullptr, y, T, K, N);
-    else
+    } else if (path == 1) {
       cpu::linear_gemm(x, ws[size_t(c)], nullptr, y, T, K, N);
+    } else if (!linear_qgemm(x, ws[size_t(c)], y, T, K, N)) {
+      state.SkipWithError("no integer GEMM for this type and CPU");
+      break;
+    }
     c = (c + 1) % copies;
     benchmark::DoNotOptimize(y.raw());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(ops::linear_flops(T, K, N) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(dtype_name(wt)) + (path == 0 ? " gemv" : " onednn"));
+  state.SetLabel(std::string(dtype_name(wt)) +
+                 (path == 0 ? " gemv" : path == 1 ? " onednn" : " int-gemm"));
 }
 
 // Causal attention, 12 heads of 64 (the 110M model): T queries after q_pos0 cached keys.
@@ -156,6 +206,11 @@ void qgemv_args(benchmark::internal::Benchmark* b) {
              {32000, 768}, {2048, 768}, {11008, 4096}, {4096, 11008}})
       b->Args({t, nk.first, nk.second, 1});
 }
+void qgemv_hot_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K})
+    for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {128, 4096}})
+      b->Args({t, nk.first, nk.second, 1});
+}
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kF32, kBF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
@@ -163,9 +218,12 @@ void gemm_args(benchmark::internal::Benchmark* b) {
       b->Args({t, nk.first, nk.second, 512});
 }
 void rows_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kBF16, kF16, kF32, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
+  for (int64_t t : {kBF16, kF16, kF32})
     for (int64_t T : {1, 2, 4, 8, 12, 16, 32})
       for (int64_t path : {0, 1}) b->Args({t, T, path});
+  for (int64_t t : {kQ4_0, kQ8_0, kQ4_K, kQ6_K})
+    for (int64_t T : {1, 2, 4, 8, 12, 16, 32, 64, 128, 512})
+      for (int64_t path : {0, 1, 2}) b->Args({t, T, path});
 }
 
 // Median (Google Benchmark's default aggregates) plus min and max of the repetitions: on a
@@ -179,6 +237,7 @@ void protocol(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Gemv)->Apply(gemv_args)->Apply(protocol);
 BENCHMARK(BM_Gemv)->Name("BM_QGemv")->Apply(qgemv_args)->Apply(protocol);
+BENCHMARK(BM_QGemvHot)->Apply(qgemv_hot_args)->Apply(protocol);
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Apply(protocol);
 BENCHMARK(BM_LinearRows)->Apply(rows_args)->Apply(protocol);
 BENCHMARK(BM_Attention)->Args({512, 0})->Args({1, 127})->Args({1, 511})->Apply(protocol);

@@ -61,15 +61,20 @@ std::vector<std::pair<std::string, cpu::QuantizeActFn>> quantizers() {
   return q;
 }
 
-// Every integer GEMV this CPU runs: per ISA level, and AVX-512 without VNNI where it has VNNI.
+// Every integer GEMV this CPU runs: per ISA level, and AVX-512 without VNNI where it has VNNI;
+// then the integer GEMMs (prefill) under the same contract.
 std::vector<std::pair<std::string, cpu::QGemvFn>> gemvs(DType wt) {
   std::vector<std::pair<std::string, cpu::QGemvFn>> g = {{"generic", cpu::qgemv_generic(wt)}};
   IsaLevels isas;
   for (Isa l : isas.levels()) {
     if (l == Isa::Avx2) g.push_back({"avx2", cpu::qgemv_avx2(wt)});
     if (l == Isa::Avx512) {
-      g.push_back({"avx512", cpu::qgemv_avx512(wt, cpu_features().avx512_vnni)});
-      if (cpu_features().avx512_vnni) g.push_back({"avx512-novnni", cpu::qgemv_avx512(wt, false)});
+      const bool vnni = cpu_features().avx512_vnni;
+      g.push_back({"avx512", cpu::qgemv_avx512(wt, vnni)});
+      if (vnni) g.push_back({"avx512-novnni", cpu::qgemv_avx512(wt, false)});
+      if (auto f = cpu::qgemm_avx512(wt, vnni)) g.push_back({"avx512-gemm", f});
+      if (vnni)
+        if (auto f = cpu::qgemm_avx512(wt, false)) g.push_back({"avx512-gemm-novnni", f});
     }
   }
   return g;
@@ -242,6 +247,24 @@ std::vector<double> magnitudes(const Tensor& wq, const Act& act, int64_t T) {
   return mag;
 }
 
+// A random GEMV problem: weights of type wt, T activation rows quantized by the scalar level, a
+// bias, the product's rounding scale per output (magnitudes) and the scalar GEMV's answer.
+struct Problem {
+  Tensor w, x, b;
+  Act act;
+  std::vector<double> mag;
+  std::vector<float> ref;
+  Problem(DType wt, int64_t T, int64_t K, int64_t N, Rng& rng)
+      : w(random_tensor({N, K}, DType::F32, rng, 0.1).to(wt)),
+        x(random_tensor({T, K}, DType::F32, rng)),
+        b(random_tensor({N}, DType::F32, rng)),
+        act(T, K) {
+    for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
+    mag = magnitudes(w, act, T);
+    ref = run_gemv(cpu::qgemv_generic(wt), act.a, T, w, b.data<float>());
+  }
+};
+
 std::vector<int64_t> k_sizes(DType wt, bool exact) {
   if (is_k_quant(wt))
     return exact ? std::vector<int64_t>{256, 512, 4096} : std::vector<int64_t>{256, 768, 4352};
@@ -347,13 +370,8 @@ TEST(QLinear, SimdLevelsMatchTheScalarLevel) {
         if (K >= 4096 && N > 17) continue;
         for (int64_t T : {int64_t(1), N == 17 ? int64_t(8) : int64_t(3)}) {
           SCOPED_TRACE(label(wt, T, K, N));
-          const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
-          const Tensor x = random_tensor({T, K}, DType::F32, rng);
-          const Tensor b = random_tensor({N}, DType::F32, rng);
-          Act act(T, K);
-          for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
-          const auto mag = magnitudes(w, act, T);
-          const auto ref = run_gemv(fns[0].second, act.a, T, w, b.data<float>());
+          const Problem pr(wt, T, K, N, rng);
+          const auto& [w, x, b, act, mag, ref] = pr;  // fns[0] is the scalar GEMV
           for (size_t f = 1; f < fns.size(); ++f) {
             const auto y = run_gemv(fns[f].second, act.a, T, w, b.data<float>());
             int64_t bad = 0;
@@ -381,6 +399,11 @@ TEST(QLinear, AvxVariantsGiveTheSameBits) {
     const auto a = run_gemv(cpu::qgemv_avx512(wt, true), act.a, T, w, nullptr);
     const auto b = run_gemv(cpu::qgemv_avx512(wt, false), act.a, T, w, nullptr);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << dtype_name(wt);
+    // The integer GEMM likewise (Q8_0 has none without VNNI).
+    if (!cpu::qgemm_avx512(wt, false)) continue;
+    const auto c = run_gemv(cpu::qgemm_avx512(wt, true), act.a, T, w, nullptr);
+    const auto d = run_gemv(cpu::qgemm_avx512(wt, false), act.a, T, w, nullptr);
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * 4), 0) << dtype_name(wt) << " gemm";
   }
 }
 
@@ -388,10 +411,11 @@ TEST(QLinear, QuantizedActivationErrorWithinBound) {
   // ops::linear (the integer GEMV at these T) against the f32 product of the decoded weights:
   // the difference is sum_k w_k (xq_k - x_k), bounded by sum_k |w_k| |xq_k - x_k|, plus f32
   // rounding. Strided x and y with guards; a column slice of wider weights.
+  // T = 17 and 40 (prefill): the integer GEMM where the level has one, else decoded panels.
   Rng rng(announce_seed(45, "QLinear.QuantizedActivationErrorWithinBound"));
   IsaLevels isas;
   for (DType wt : kFormats)
-    for (int64_t T : {1, 3, 8}) {
+    for (int64_t T : {1, 3, 8, 17, 40}) {
       const int64_t K = is_k_quant(wt) ? 512 : 288, N = 37;
       SCOPED_TRACE(label(wt, T, K, N));
       const int64_t extra = traits(wt).block_size;
@@ -470,27 +494,34 @@ TEST(QLinear, OneDimensionalRowAndThreadCounts) {
 TEST(QLinear, NonFiniteActivationsGiveNaN) {
   Rng rng(announce_seed(47, "QLinear.NonFiniteActivationsGiveNaN"));
   IsaLevels isas;
-  for (DType wt : {DType::Q8_0, DType::Q4_K}) {
-    const int64_t K = 256, N = 20;
-    const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
-    Tensor x = random_tensor({2, K}, DType::F32, rng);
-    x.row<float>(1)[77] = NAN;
-    for (Isa level : isas.levels()) {
-      set_isa(level);
-      Tensor y = Tensor::zeros({2, N});
-      ops::linear(x, w, nullptr, y);
-      for (int64_t n = 0; n < N; ++n) {
-        EXPECT_TRUE(std::isfinite(y.row<float>(0)[n])) << isa_name(level);
-        EXPECT_TRUE(std::isnan(y.row<float>(1)[n])) << isa_name(level);
+  // T = 2 (GEMV) and 20 (prefill: the integer GEMM where the level has one).
+  for (DType wt : {DType::Q8_0, DType::Q4_K, DType::Q4_0})
+    for (int64_t T : {2, 20}) {
+      const int64_t K = 256, N = 20;
+      const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
+      Tensor x = random_tensor({T, K}, DType::F32, rng);
+      x.row<float>(1)[77] = NAN;
+      for (Isa level : isas.levels()) {
+        set_isa(level);
+        Tensor y = Tensor::zeros({T, N});
+        ops::linear(x, w, nullptr, y);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            if (t == 1) {
+              EXPECT_TRUE(std::isnan(y.row<float>(t)[n])) << isa_name(level) << " T=" << T;
+            } else {
+              EXPECT_TRUE(std::isfinite(y.row<float>(t)[n])) << isa_name(level) << " T=" << T;
+            }
+          }
       }
     }
-  }
 }
 
 TEST(QLinear, PrefillPanelsMatchReference) {
-  // Rows beyond the GEMV threshold: weights decoded per panel to bf16 (AVX-512 with BF16) or f32,
-  // then oneDNN. Several panels per thread at N = 255 and K = 2048 (with 3 threads: a partial
-  // last one), strided x and y.
+  // The decoded-panel GEMM (cpu::linear_gemm; linear takes it where the level has no integer
+  // GEMM): weights decoded per panel to bf16 (AVX-512 with BF16) or f32, then oneDNN. Several
+  // panels per thread at N = 255 and K = 2048 (with 3 threads: a partial last one), strided x
+  // and y.
   Rng rng(announce_seed(48, "QLinear.PrefillPanelsMatchReference"));
   IsaLevels isas;
   for (DType wt : kFormats)
@@ -509,7 +540,8 @@ TEST(QLinear, PrefillPanelsMatchReference) {
           set_isa(level);
           set_num_threads(nt);
           Guarded y(T, N, 2);
-          ops::linear(x.view(), w, &b, y.view());
+          Tensor yv = y.view();
+          cpu::linear_gemm(x.view(), w, &b, yv, T, K, N);
           y.check_guards(isa_name(level));
           const bool bf16 = level == Isa::Avx512 && cpu_features().avx512_bf16;
           EXPECT_LE(nmse(values(y.view()), values(yr)), bf16 ? 1e-5 : 1e-10)
@@ -559,4 +591,42 @@ TEST(QLinear, VectorizedDequantizationMatchesTheTraitsTable) {
         }
       }
     }
+}
+
+TEST(QLinear, IntegerGemmTilesAndRowRanges) {
+  // The integer GEMM (prefill) against the scalar GEMV: every tail of the 6-row tiles, row
+  // ranges that start and end inside a 32-row panel (the columns outside are left alone), a
+  // ragged last chunk (K = 736: 2 chunks + 7 blocks) and a K of 11008 (43 chunks).
+  if (isa() != Isa::Avx512) GTEST_SKIP() << "needs AVX-512";
+  Rng rng(announce_seed(50, "QLinear.IntegerGemmTilesAndRowRanges"));
+  const bool vnni = cpu_features().avx512_vnni;
+  for (DType wt : kFormats) {
+    for (bool use_vnni : {vnni, false}) {
+      const cpu::QGemvFn f = cpu::qgemm_avx512(wt, use_vnni);
+      if (!f) continue;
+      for (int64_t K : is_k_quant(wt) ? std::vector<int64_t>{768, 11008}
+                                      : std::vector<int64_t>{736, 11008}) {
+        const int64_t N = 75, T = K > 4096 ? 7 : 19;
+        SCOPED_TRACE(label(wt, T, K, N) + (use_vnni ? " vnni" : " novnni"));
+        const Problem pr(wt, T, K, N, rng);
+        const auto& [w, x, b, act, mag, ref] = pr;
+        for (int64_t t1 = 1; t1 <= T; t1 += K > 4096 ? 6 : 1) {  // rows [0, t1)
+          const int64_t cuts[] = {0, 13, 45, 75};
+          std::vector<float> y(size_t(T * N), -7.0f);
+          for (int c = 0; c < 3; ++c)
+            f(act.a, t1, w.raw(), w.stride(0), cuts[c], cuts[c + 1], b.data<float>(), y.data(),
+              size_t(N));
+          int64_t bad = 0;
+          for (int64_t i = 0; i < T * N; ++i) {
+            const bool written = i / N < t1;
+            const double got = y[size_t(i)], want = written ? ref[size_t(i)] : -7.0;
+            if (!(std::fabs(got - want) <= (written ? 1e-6 * mag[size_t(i)] + 1e-30 : 0.0)) &&
+                bad++ < 3)
+              ADD_FAILURE() << "T=" << t1 << " element " << i << " got " << got << " want " << want;
+          }
+          ASSERT_EQ(bad, 0) << "T=" << t1;
+        }
+      }
+    }
+  }
 }

@@ -42,6 +42,14 @@ int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() 
 // The most rows for which block-quantized weights take the integer GEMV rather than the
 // decoded-panel GEMM (gemm_onednn.cpp). GEMV/GEMM time at K=768, N=2048 (one thread, CPU time,
 // Q4_0 Q8_0 Q4_K Q6_K alike): 0.6 at T=8, 0.9-0.96 at 16, 1.1-1.2 at 24.
+// Beyond it, the integer GEMM (qkernels.h) where the level has one (AVX-512), at every T: it
+// beat the decoded panels from T = 8 up to 512 (BM_LinearRows path 2 against 1, K=768, N=2048,
+// one thread, CPU time, Zen 5; GEMV / panels / integer GEMM in us):
+//   T=16   Q4_0 247/378/253  Q8_0 412/479/402  Q4_K 321/417/321
+//   T=64   Q4_0 930/727/501  Q8_0 1712/904/721  Q4_K 1112/748/521
+//   T=512  Q4_0 8917/4321/2896  Q8_0 13522/4699/3070  Q4_K 9665/4380/2882
+// and Q6_K (two threads, real time, idle machine): T=16 219/263/210, T=64 833/466/396,
+// T=512 6092/2389/2197.
 constexpr int64_t kQuantGemvMaxRows = 16;
 
 // f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
@@ -80,24 +88,31 @@ bool has_gemv(DType wt) {
 // Each thread takes a contiguous range of output rows, cut at multiples of 16 so that no two
 // threads write the same cache line of y; fn(n0, n1) runs one range.
 template <class Fn>
-void split_rows(int64_t N, int64_t K, const Fn& fn) {
-  const int nt = int(std::min<int64_t>(threads_for(N * K), (N + 15) / 16));
+void split_rows(int64_t N, int64_t K, const Fn& fn, int64_t step = 16) {
+  const int nt = int(std::min<int64_t>(threads_for(N * K), (N + step - 1) / step));
 #pragma omp parallel num_threads(nt)
   {
     const int64_t id = omp_get_thread_num(), n = omp_get_num_threads();
-    const int64_t blocks = (N + 15) / 16;
-    const int64_t n0 = std::min(N, blocks * id / n * 16),
-                  n1 = std::min(N, blocks * (id + 1) / n * 16);
+    const int64_t blocks = (N + step - 1) / step;
+    const int64_t n0 = std::min(N, blocks * id / n * step),
+                  n1 = std::min(N, blocks * (id + 1) / n * step);
     if (n0 < n1) fn(n0, n1);
   }
 }
 
+// The integer GEMM of the selected level for the weight type (qkernels.h), null where none.
+QGemvFn qgemm_for(DType wt) {
+  if (isa() != Isa::Avx512) return nullptr;
+  return qgemm_avx512(wt, cpu_features().avx512_vnni);
+}
+
 // Block-quantized weights: x rows quantized to 8-bit blocks once (qkernels.h), then the integer
-// GEMV. The activation buffer is the calling thread's, kept between calls.
+// GEMV (gemm: the integer GEMM, whose panels are 32 rows). The activation buffer is the calling
+// thread's, kept between calls.
 void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
-                  int64_t K, int64_t N) {
+                  int64_t K, int64_t N, QGemvFn gemm = nullptr) {
   const Kernels& kr = kernels();
-  QGemvFn f = kr.qgemv[size_t(w.dtype())];
+  QGemvFn f = gemm ? gemm : kr.qgemv[size_t(w.dtype())];
   if (!f) f = kernels_generic().qgemv[size_t(w.dtype())];
   GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
   if (T == 0 || N == 0) return;
@@ -113,7 +128,9 @@ void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
   const float* b = bias ? as_f32(*bias, bias_keep) : nullptr;
   float* yp = y.data<float>();
   const size_t ldy = ld_floats(y), ldw = w.stride(0);
-  split_rows(N, K, [&](int64_t n0, int64_t n1) { f(a, T, w.raw(), ldw, n0, n1, b, yp, ldy); });
+  split_rows(
+      N, K, [&](int64_t n0, int64_t n1) { f(a, T, w.raw(), ldw, n0, n1, b, yp, ldy); },
+      gemm ? 32 : 16);
 }
 
 }  // namespace
@@ -122,6 +139,8 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int
             int64_t N) {
   if (T <= gemv_max_rows(w.dtype()) && has_gemv(w.dtype()))
     linear_gemv(x, w, bias, y, T, K, N);
+  else if (QGemvFn g = qgemm_for(w.dtype()))
+    linear_qgemv(x, w, bias, y, T, K, N, g);
   else
     linear_gemm(x, w, bias, y, T, K, N);
 }

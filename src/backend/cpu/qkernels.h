@@ -71,6 +71,13 @@ QGemvFn qgemv_avx2(DType wt);
 void quantize_act_avx512(const float* x, const QAct& a, int64_t t);
 QGemvFn qgemv_avx512(DType wt, bool vnni);
 
+// The integer GEMM for many activation rows (prefill), under the QGemvFn contract: the same
+// exact integer block sums, scaled in f32 (in another order than the GEMV). Each call unpacks
+// its weight rows once, 32 at a time, into a lane-per-row panel reused by every activation row
+// (qkernels_avx512.cpp). AVX-512 only; null for Q8_0 without VNNI (its flipped bytes would
+// saturate vpmaddubsw).
+QGemvFn qgemm_avx512(DType wt, bool vnni);
+
 // Row dequantization to f32 (vectorized), the same values as traits(wt).to_f32 within one
 // rounding of the last operation (the compiler may fuse a multiply and an add); null: none.
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""Quantized inference speed and memory against BF16 on one Llama shape, side by side in one run.
+
+Quantizes random:<shape> (genperf quantize, round to nearest) to each format, then for --rounds
+rounds runs genperf bench infer on BF16 and on every quantized file in turn (B Q1 Q2 ... B Q1 ...),
+each run warm-up + --reps repetitions (median). Reports per format the median over rounds of
+prefill and decode tokens/s with min and max, the median of the per-round ratios to BF16, decode
+GB/s of packed weights as a fraction of the measured read bandwidth, and peak RSS.
+Never run in CI (minutes; needs an otherwise idle machine).
+
+  /usr/bin/python3 bench/quant_speed.py --shape 110m --formats q4_0,q4_k,q6_k,q8_0,q4_k_m
+"""
+import argparse, json, os, statistics, subprocess, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(here)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"quant_speed: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return r.stdout
+
+
+def med_min_max(v):
+    return statistics.median(v), min(v), max(v)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--genperf", default=os.path.join(root, "build/genperf"))
+    ap.add_argument("--shape", default="110m")
+    ap.add_argument("--formats", default="q4_0,q4_k,q6_k,q8_0,q4_k_m",
+                    help="uniform formats, or q4_k_m for llama.cpp's mix")
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--work", default="/tmp/gp-quant-speed")
+    ap.add_argument("--out", help="also write the table and raw records to OUT.md / OUT.json")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    thr = ["--threads", str(a.threads)] if a.threads else []
+    models = {"bf16": f"random:{a.shape}"}
+    for f in a.formats.split(","):
+        path = os.path.join(a.work, f"{a.shape}-{f}.gguf")
+        recipe = f if f == "q4_k_m" else f"uniform:{f}"
+        run([a.genperf, "quantize", "--model", f"random:{a.shape}", "--out", path, "--recipe", recipe] + thr)
+        models[f] = path
+    bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",
+                         "--prefill", "16", "--decode-tokens", "2"] + thr))
+    peak_bw = bw.get("machine", {}).get("bandwidth_gbs")
+    recs = {k: [] for k in models}
+    for i in range(a.rounds):
+        for k, m in models.items():
+            out = run([a.genperf, "bench", "infer", "--model", m, "--json", "--no-peaks", "--reps", str(a.reps),
+                       "--prefill", str(a.prefill)] + thr)
+            recs[k].append(json.loads(out))
+        print(f"  round {i + 1}/{a.rounds} done", file=sys.stderr)
+
+    def pf(r): return r["prefill"][0]["tokens_per_s"]
+    def dc(r): return r["decode"]["tokens_per_s"]
+    lines = [f"Shape {a.shape}, prefill T={a.prefill}, {a.rounds} rounds x {a.reps} reps, "
+             f"read bandwidth {('%.1f' % peak_bw) if peak_bw else '?'} GB/s; median [min, max] over rounds; "
+             "ratios: median of per-round ratios to bf16.", "",
+             "| weights | bytes (MB) | prefill tok/s | x bf16 | decode tok/s | x bf16 | decode GB/s | of bw | peak RSS (MB) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    summary = {}
+    for k in models:
+        rs = recs[k]
+        p, d = [pf(r) for r in rs], [dc(r) for r in rs]
+        pr = [pf(r) / pf(b) for r, b in zip(rs, recs["bf16"])]
+        dr = [dc(r) / dc(b) for r, b in zip(rs, recs["bf16"])]
+        gbs = statistics.median(r["decode"]["gbs"] for r in rs)
+        rss = statistics.median(r["memory"]["peak_rss_bytes"] for r in rs) / 1e6
+        wb = rs[0]["memory"]["weights_bytes"] / 1e6
+        frac = f"{gbs / peak_bw:.2f}" if peak_bw else "?"
+        pm, pl, ph = med_min_max(p)
+        dm, dl, dh = med_min_max(d)
+        lines.append(f"| {k} | {wb:.1f} | {pm:.0f} [{pl:.0f}, {ph:.0f}] | {statistics.median(pr):.2f} | "
+                     f"{dm:.1f} [{dl:.1f}, {dh:.1f}] | {statistics.median(dr):.2f} | {gbs:.1f} | {frac} | {rss:.0f} |")
+        summary[k] = dict(prefill=p, decode=d, prefill_ratio=pr, decode_ratio=dr, decode_gbs=gbs, peak_rss_mb=rss,
+                          weights_mb=wb)
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out + ".md.tmp", "w") as f:
+            f.write(text + "\n")
+        os.replace(a.out + ".md.tmp", a.out + ".md")
+        with open(a.out + ".json.tmp", "w") as f:
+            json.dump(dict(summary=summary, peak_bw_gbs=peak_bw, records=recs), f, indent=1)
+        os.replace(a.out + ".json.tmp", a.out + ".json")
+
+
+if __name__ == "__main__":
+    main()
