@@ -191,7 +191,8 @@ constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
                   kQ4_0 = int64_t(DType::Q4_0), kQ4_1 = int64_t(DType::Q4_1),
                   kQ5_0 = int64_t(DType::Q5_0), kQ5_1 = int64_t(DType::Q5_1),
                   kQ4_K = int64_t(DType::Q4_K), kQ5_K = int64_t(DType::Q5_K),
-                  kQ6_K = int64_t(DType::Q6_K);
+                  kQ6_K = int64_t(DType::Q6_K), kQ2_K = int64_t(DType::Q2_K),
+                  kQ3_K = int64_t(DType::Q3_K);
 
 void gemv_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kBF16, kF16, kF32})
@@ -201,13 +202,13 @@ void gemv_args(benchmark::internal::Benchmark* b) {
 // Block formats, decode: the 110M model's head and MLP, and a 7B model's MLP (11008 x 4096, both
 // ways: 25 to 47 MB packed).
 void qgemv_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K})
+  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
              {32000, 768}, {2048, 768}, {11008, 4096}, {4096, 11008}})
       b->Args({t, nk.first, nk.second, 1});
 }
 void qgemv_hot_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K})
+  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {128, 4096}})
       b->Args({t, nk.first, nk.second, 1});
 }

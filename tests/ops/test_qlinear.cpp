@@ -25,8 +25,8 @@ using namespace genperf::quant;
 
 namespace {
 
-const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                          DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 bool is_k_quant(DType t) { return traits(t).block_size == 256; }
 
@@ -90,10 +90,10 @@ std::vector<float> run_gemv(cpu::QGemvFn f, const cpu::QAct& a, int64_t T, const
 }
 
 // ---- weights whose every f32 product and sum in the kernels is exact ----
-// Scales are 2^-4 (mins, m: small multiples of 2^-4), sub-scales at most 15, activations are
-// q * 2^-3 with one |q| = 127 per block and the others in [-2, 2]: every term is a multiple of
-// 2^-7 and the sum of their magnitudes stays below 2^24 * 2^-7 for the sizes used, so any order
-// of summation gives the exact result.
+// Scales are 2^-4 (mins, m: small multiples of 2^-4), sub-scales at most 15 (Q3_K: any, -32..31,
+// its quants at most 4 from the offset), activations are q * 2^-3 with one |q| = 127 per block
+// and the others in [-2, 2]: every term is a multiple of 2^-7 and the sum of their magnitudes
+// stays below 2^24 * 2^-7 for the sizes used, so any order of summation gives the exact result.
 
 uint16_t f16(float f) { return f32_to_f16(f); }
 uint8_t rbyte(Rng& r) { return uint8_t(r.next() >> 56); }
@@ -154,6 +154,22 @@ void fill_exact_row(DType wt, uint8_t* p, int64_t K, Rng& r) {
         b->m = m();
         bytes(b->qh, 4);
         bytes(b->qs, 16);
+        break;
+      }
+      case DType::Q2_K: {  // scales and mins 0..15
+        auto* b = reinterpret_cast<BlockQ2_K*>(p) + i;
+        b->d = d;
+        b->dmin = d;
+        bytes(b->scales, 16);
+        bytes(b->qs, 64);
+        break;
+      }
+      case DType::Q3_K: {  // every 6-bit scale
+        auto* b = reinterpret_cast<BlockQ3_K*>(p) + i;
+        b->d = d;
+        bytes(b->hmask, 32);
+        bytes(b->qs, 64);
+        bytes(b->scales, kKScaleBytes);
         break;
       }
       case DType::Q4_K:
@@ -495,7 +511,7 @@ TEST(QLinear, NonFiniteActivationsGiveNaN) {
   Rng rng(announce_seed(47, "QLinear.NonFiniteActivationsGiveNaN"));
   IsaLevels isas;
   // T = 2 (GEMV) and 20 (prefill: the integer GEMM where the level has one).
-  for (DType wt : {DType::Q8_0, DType::Q4_K, DType::Q4_0})
+  for (DType wt : {DType::Q8_0, DType::Q4_K, DType::Q4_0, DType::Q2_K, DType::Q3_K})
     for (int64_t T : {2, 20}) {
       const int64_t K = 256, N = 20;
       const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
@@ -561,8 +577,8 @@ TEST(QLinear, VectorizedDequantizationMatchesTheTraitsTable) {
       const Tensor w = random_tensor({1, K}, DType::F32, rng, 0.3).to(wt);
       std::vector<float> ref(static_cast<size_t>(K));
       traits(wt).to_f32(w.raw(), ref.data(), K);
-      const bool exact =
-          wt == DType::Q8_0 || wt == DType::Q4_0 || wt == DType::Q5_0 || wt == DType::Q6_K;
+      const bool exact = wt == DType::Q8_0 || wt == DType::Q4_0 || wt == DType::Q5_0 ||
+                         wt == DType::Q3_K || wt == DType::Q6_K;
       for (Isa level : isas.levels()) {
         cpu::DequantFn f = level == Isa::Avx2     ? cpu::dequant_avx2(wt)
                            : level == Isa::Avx512 ? cpu::dequant_avx512(wt)

@@ -1,5 +1,5 @@
-// Kernels for weights in the block-quantized formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K; layouts in src/quant/formats.h), reading the packed blocks as stored.
+// Kernels for weights in the block-quantized formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K; layouts in src/quant/formats.h), reading the packed blocks as stored.
 //
 // Decode (few rows) runs as integer dot products, as llama.cpp does: each activation row is
 // quantized once per call to 8-bit blocks of 32 (QAct), every weight block is unpacked in
@@ -9,18 +9,21 @@
 //
 // Activation quantization, per block of 32 (the same bits at every level):
 //   amax = max |x|;  q = round_half_even(x * (127 / amax)) in [-127, 127];  d = amax / 127;
-//   s = sum of q; h[0], h[1] = sums of q over elements 0..15 and 16..31 (Q6_K's sub-blocks).
+//   s = sum of q; h[0], h[1] = sums of q over elements 0..15 and 16..31 (the sub-blocks of 16 of
+//   Q2_K, Q3_K and Q6_K).
 // An all-zero block has q = 0, d = 0; a block holding Inf or NaN has q = 0, d = NaN (its row's
 // outputs become NaN, as an f32 product would). Rows are padded with zero blocks to a multiple
 // of 256 elements, so kernels may run whole super-blocks of 8 blocks.
 //
 // Per output (weight row w, activation row t), with i the 32-block index, u the unsigned stored
-// quant (nibble, 5- or 6-bit value, Q8_0's signed byte) and dot_i = sum of u * q over the block:
+// quant (2- to 6-bit value, Q8_0's signed byte) and dot_i = sum of u * q over the block:
 //   Q8_0  y = sum_i dw_i dx_i dot_i
 //   Q4_0  y = sum_i dw_i dx_i (dot_i - 8 s_i)          Q5_0: 16 in place of 8
 //   Q4_1  y = sum_i dw_i dx_i dot_i + mw_i dx_i s_i    Q5_1: the same
 //   Q4_K  y = sum_i d sc_i dx_i dot_i - dmin mn_i dx_i s_i   (sub-block i of 32)   Q5_K: the same
 //   Q6_K  y = sum_i d dx_i sum_{j in i} sc_j (dot_j - 32 h_j)   (sub-blocks j of 16)
+//   Q3_K  y = sum_i d dx_i sum_{j in i} sc_j (dot_j - 4 h_j)    (sc_j signed 6-bit)
+//   Q2_K  y = sum_i d dx_i sum_{j in i} sc_j dot_j - dmin dx_i sum_{j in i} mn_j h_j
 //
 // Shape legend: T activation rows, K input features, N output rows (weights [N, K]).
 #pragma once

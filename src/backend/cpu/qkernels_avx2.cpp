@@ -102,7 +102,8 @@ void quantize_act(const float* x, const QAct& a, int64_t t) {
 // ---------------------------------------------------------------------------------------------
 // GEMV. Per weight row, chunk by chunk: unpack 8 blocks, then per activation row the 8 block
 // products (vpmaddubsw + vpmaddwd, 8 int32 lanes each) reduce to 8 block sums in one vector,
-// offsets and Q6_K's sub-block scales apply in int32, and one FMA scales them into 8 f32 lanes.
+// offsets and the sub-block scales (Q2_K, Q3_K, Q6_K) apply in int32, and one FMA scales them
+// into 8 f32 lanes (a second one adds the mins).
 // Rows are read one after another: a single sequential stream for the hardware prefetcher.
 
 // 8 vectors of 8 int32 -> a = [h(p0) h(p1) h(p2) h(p3) of lanes 0-3 | same of lanes 4-7] and the
@@ -139,13 +140,12 @@ GP_QINLINE __m256i block_sums(const __m256i* u, const int8_t* xq, const int32_t*
     b = _mm256_mullo_epi32(b, _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sp, sp)));
   }
   __m256i r = join_halves(a, b);
-  if constexpr (F::kOffset != 0) {
-    constexpr int kShift = F::kOffset == 8 ? 3 : F::kOffset == 16 ? 4 : 7;
-    r = _mm256_sub_epi32(r, _mm256_slli_epi32(loadu256(xs), kShift));
-  }
-  if constexpr (F::kHalfScales) {  // - 32 * (sc_2i h_2i + sc_2i+1 h_2i+1) per block i
+  if constexpr (F::kOffset != 0 && F::kHalfScales) {
+    // - offset * (sc_2i h_2i + sc_2i+1 h_2i+1) per block i
     const __m256i c = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.sc16), loadu256(xh));
-    r = _mm256_sub_epi32(r, _mm256_slli_epi32(c, 5));
+    r = _mm256_sub_epi32(r, _mm256_slli_epi32(c, offset_shift(F::kOffset)));
+  } else if constexpr (F::kOffset != 0) {
+    r = _mm256_sub_epi32(r, _mm256_slli_epi32(loadu256(xs), offset_shift(F::kOffset)));
   }
   return r;
 }
@@ -176,7 +176,9 @@ void gemv_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t 
             block_sums<F>(u, a.qs + r * a.Kp + 256 * ci, a.s + bi, a.h + 2 * bi, sc);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                  _mm256_mul_ps(sc.dw, _mm256_loadu_ps(a.d + bi)), acc[t]);
-        if constexpr (F::kMin) acc[t] = _mm256_fmadd_ps(sc.mw, _mm256_loadu_ps(a.ds + bi), acc[t]);
+        if constexpr (F::kMin)
+          acc[t] = _mm256_fmadd_ps(sc.mw, min_factor<F>(sc, a.d + bi, a.ds + bi, a.h + 2 * bi),
+                                   acc[t]);
       }
     }
     for (int t = 0; t < TT; ++t)
@@ -218,6 +220,8 @@ QGemvFn qgemv_avx2(DType wt) {
     case DType::Q4_K: return gemv<FmtQ4_K>;
     case DType::Q5_K: return gemv<FmtQ5_K>;
     case DType::Q6_K: return gemv<FmtQ6_K>;
+    case DType::Q2_K: return gemv<FmtQ2_K>;
+    case DType::Q3_K: return gemv<FmtQ3_K>;
     default: return nullptr;
   }
 }
@@ -233,6 +237,8 @@ DequantFn dequant_avx2(DType wt) {
     case DType::Q4_K: return dequant_row<FmtQ4_K>;
     case DType::Q5_K: return dequant_row<FmtQ5_K>;
     case DType::Q6_K: return dequant_row<FmtQ6_K>;
+    case DType::Q2_K: return dequant_row<FmtQ2_K>;
+    case DType::Q3_K: return dequant_row<FmtQ3_K>;
     default: return nullptr;
   }
 }

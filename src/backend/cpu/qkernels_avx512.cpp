@@ -134,7 +134,8 @@ struct Wide<FmtQ8_0> {
   }
   GP_QINLINE static ChunkScales scales(const uint8_t* c, int nblk) {
     if (nblk < 8) return FmtQ8_0::scales(c, nblk);
-    return {ChunkWords<34>(c).f16s<0>(), _mm256_setzero_ps(), _mm_setzero_si128()};
+    return {ChunkWords<34>(c).f16s<0>(), _mm256_setzero_ps(), _mm_setzero_si128(),
+            _mm_setzero_si128()};
   }
 };
 
@@ -168,7 +169,8 @@ struct Wide<FmtSimple<kBB, kQs, kQh, kM, kOff>> {
   GP_QINLINE static ChunkScales scales(const uint8_t* c, int nblk) {
     if (nblk < 8) return F::scales(c, nblk);
     const ChunkWords<kBB> cw(c);
-    ChunkScales s{cw.template f16s<0>(), _mm256_setzero_ps(), _mm_setzero_si128()};
+    ChunkScales s{cw.template f16s<0>(), _mm256_setzero_ps(), _mm_setzero_si128(),
+                  _mm_setzero_si128()};
     if constexpr (kM >= 0) s.mw = cw.template f16s<kM>();
     return s;
   }
@@ -221,10 +223,40 @@ struct Wide<FmtQ6_K> {
   }
 };
 
+// Q2_K, Q3_K: per half of 128, qs[0..31] fills both halves of a register, shifted per 64-bit
+// lane by 0 | 2 (blocks 4h, 4h + 1) and 4 | 6 (4h + 2, 4h + 3); Q3_K's third bits (bit i of
+// hmask[l] for block i) added under a byte mask, as Q5_K's fifth bits.
+template <bool kThird>
+struct Wide<FmtK2<kThird>> {
+  using F = FmtK2<kThird>;
+  GP_QINLINE static void unpack(const uint8_t* c, int, __m512i* up) {
+    const __m512i m2 = _mm512_set1_epi8(3);
+    const __m512i s0 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+    const __m512i s1 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    __m512i hm = _mm512_setzero_si512();
+    if constexpr (kThird) hm = _mm512_broadcast_i64x4(loadu256(c));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i z = _mm512_broadcast_i64x4(loadu256(c + F::kQs + 32 * h));
+      up[2 * h] = _mm512_and_si512(_mm512_srlv_epi64(z, s0), m2);
+      up[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi64(z, s1), m2);
+    }
+    if constexpr (kThird) {
+      for (int p = 0; p < 4; ++p) {  // blocks 2p and 2p + 1
+        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << (2 * p))),
+                                               _mm256_set1_epi8(char(2 << (2 * p))), 1);
+        up[p] = _mm512_mask_add_epi8(up[p], _mm512_test_epi8_mask(hm, bit), up[p],
+                                     _mm512_set1_epi8(4));
+      }
+    }
+  }
+  GP_QINLINE static ChunkScales scales(const uint8_t* c, int nblk) { return F::scales(c, nblk); }
+};
+
 // ---------------------------------------------------------------------------------------------
 // GEMV. Per weight row, chunk by chunk: unpack 8 blocks into 4 registers, then per activation
 // row 4 byte products (16 int32 lanes: 8 per block) reduce to the 8 block sums in one 256-bit
-// vector, offsets and Q6_K's sub-block scales apply in int32, one FMA scales them into f32.
+// vector, offsets and the sub-block scales (Q2_K, Q3_K, Q6_K) apply in int32, one FMA scales
+// them into f32 (a second one adds the mins).
 // Rows are read one after another, a single sequential stream per thread, which the hardware
 // prefetcher follows: software prefetches 512 to 2048 bytes ahead were slower (0.65x to 0.95x,
 // Zen 5 core, 11008 x 4096 from memory).
@@ -283,15 +315,15 @@ GP_QINLINE __m256i block_sums(const __m512i* up, const int8_t* xq, const int32_t
     const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
     const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
     r = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
-    const __m256i c = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.sc16), loadu256(xh));
-    r = _mm256_sub_epi32(r, _mm256_slli_epi32(c, 5));
+    if constexpr (F::kOffset != 0) {  // - offset * (sc_2i h_2i + sc_2i+1 h_2i+1) per block i
+      const __m256i c = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc.sc16), loadu256(xh));
+      r = _mm256_sub_epi32(r, _mm256_slli_epi32(c, offset_shift(F::kOffset)));
+    }
   } else {
     r = reduce8(p);
-  }
-  constexpr int kOffset = kFlip ? 128 : F::kOffset;
-  if constexpr (kOffset != 0) {
-    constexpr int kShift = kOffset == 8 ? 3 : kOffset == 16 ? 4 : 7;
-    r = _mm256_sub_epi32(r, _mm256_slli_epi32(loadu256(xs), kShift));
+    constexpr int kOffset = kFlip ? 128 : F::kOffset;
+    if constexpr (kOffset != 0)
+      r = _mm256_sub_epi32(r, _mm256_slli_epi32(loadu256(xs), offset_shift(kOffset)));
   }
   return r;
 }
@@ -346,7 +378,9 @@ void gemv_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t 
             block_sums<F, kVnni>(up, a.qs + r * a.Kp + 256 * ci, a.s + bi, a.h + 2 * bi, sc);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                  _mm256_mul_ps(sc.dw, _mm256_loadu_ps(a.d + bi)), acc[t]);
-        if constexpr (F::kMin) acc[t] = _mm256_fmadd_ps(sc.mw, _mm256_loadu_ps(a.ds + bi), acc[t]);
+        if constexpr (F::kMin)
+          acc[t] = _mm256_fmadd_ps(sc.mw, min_factor<F>(sc, a.d + bi, a.ds + bi, a.h + 2 * bi),
+                                   acc[t]);
       }
     }
     for (int t = 0; t < TT; ++t)
@@ -626,11 +660,15 @@ void dequant_bf16(const void* src, uint16_t* dst, int64_t n) {
       Wide<F>::unpack(c, nblk, up);
       s = Wide<F>::scales(c, nblk);
     }
-    // Scale and min of each group of 16 (Q6_K's sub-blocks; half a block of the others).
+    // Scale and min of each group of 16 (the sub-blocks of Q2_K, Q3_K and Q6_K; half a block of
+    // the others).
     alignas(64) float a[16], m[16];
     if constexpr (F::kHalfScales) {
       _mm512_store_ps(a, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(s.dw)),
                                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s.sc16))));
+      if constexpr (F::kMin)
+        _mm512_store_ps(m, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(s.mw)),
+                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s.mn16))));
     } else {
       const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       _mm512_store_ps(a, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(s.dw)));
@@ -645,10 +683,7 @@ void dequant_bf16(const void* src, uint16_t* dst, int64_t n) {
         default: b = _mm512_extracti32x4_epi32(up[g / 4], 3); break;
       }
       __m512i q = F::kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
-      if constexpr (F::kHalfScales)
-        q = _mm512_sub_epi32(q, _mm512_set1_epi32(32));
-      else if constexpr (F::kOffset != 0)
-        q = _mm512_sub_epi32(q, _mm512_set1_epi32(F::kOffset));
+      if constexpr (F::kOffset != 0) q = _mm512_sub_epi32(q, _mm512_set1_epi32(F::kOffset));
       __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(a[g]));
       if constexpr (F::kMin) v = _mm512_add_ps(v, _mm512_set1_ps(m[g]));
       const __m256bh h = _mm512_cvtneps_pbh(v);
@@ -664,13 +699,14 @@ void dequant_bf16(const void* src, uint16_t* dst, int64_t n) {
 // weight rows is unpacked once into a lane-per-row layout and reused by every activation row:
 //   panel.w   [Kp/4][32 rows][4 bytes]   unsigned quants u, 4 consecutive k of one row per lane
 //   panel.sw  [groups][32]               f32 scale of each row's scale group (a block of 32;
-//                                        Q6_K: a half-block of 16, d * sc_j)
-//   panel.mw  [blocks][32]               kMin formats: the term taken with dx * s
+//                                        Q2_K, Q3_K, Q6_K: a half-block of 16, d * sc_j)
+//   panel.mw  [groups][32]               kMin formats: the term taken with dx * s (Q2_K:
+//                                        -dmin * mn_j, taken with dx * h_j)
 // A tile of 2 x 16 rows by TT activation rows keeps 2 * TT int32 accumulators: per 4 k, one load
 // of the activation's 4 bytes broadcast to all lanes and one vpdpbusd per 16 rows (no
 // reduction across lanes). Each scale group starts its int32 sums at -offset * s (Q4_0 8 s,
-// Q5_0 16 s, Q8_0 128 s for its flipped sign bit, Q6_K 32 h_j), so they are the exact integer
-// block sums of the scalar level, and ends with one convert and one FMA by sw * dx.
+// Q5_0 16 s, Q8_0 128 s for its flipped sign bit, Q3_K 4 h_j, Q6_K 32 h_j), so they are the
+// exact integer block sums of the scalar level, and ends with one convert and one FMA by sw * dx.
 
 constexpr int kPanelRows = 32;
 
@@ -678,13 +714,9 @@ template <class F, bool kVnni>
 struct GemmFmt {
   static constexpr bool kFlip = F::kSigned;  // Q8_0: u = w + 128 (VNNI only)
   static constexpr int kGroup = F::kHalfScales ? 16 : 32;  // elements per scale group
-  static constexpr int kShift = F::kHalfScales ? 5
-                                : kFlip        ? 7
-                                : F::kOffset == 8  ? 3
-                                : F::kOffset == 16 ? 4
-                                                   : -1;  // offset = s << kShift; -1: none
+  // offset = s << kShift (h << kShift for kHalfScales); -1: none
+  static constexpr int kShift = kFlip ? 7 : F::kOffset != 0 ? offset_shift(F::kOffset) : -1;
 };
-
 
 struct Panel {
   uint8_t* w;
@@ -701,7 +733,7 @@ void pack_panel(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_t Kp, i
   if (rows < kPanelRows) {
     memset(p.w, 0, size_t(Kp) * kPanelRows);
     memset(p.sw, 0, size_t(groups) * kPanelRows * 4);
-    if constexpr (F::kMin) memset(p.mw, 0, size_t(Kp / 32) * kPanelRows * 4);
+    if constexpr (F::kMin) memset(p.mw, 0, size_t(groups) * kPanelRows * 4);
   }
   alignas(64) uint32_t u[64];
   for (int r = 0; r < rows; ++r) {
@@ -720,18 +752,23 @@ void pack_panel(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_t Kp, i
         sc = Wide<F>::scales(c, nblk);
       } else {  // a padding chunk
         for (auto& v : up) v = _mm512_setzero_si512();
-        sc = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm_setzero_si128()};
+        sc = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm_setzero_si128(), _mm_setzero_si128()};
       }
       for (int i = 0; i < 4; ++i) {
         if constexpr (G::kFlip) up[i] = _mm512_xor_si512(up[i], _mm512_set1_epi8(char(0x80)));
         _mm512_store_si512(u + 16 * i, up[i]);
       }
       for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j];
-      alignas(32) float s[16];
+      alignas(64) float s[16];
       if constexpr (F::kHalfScales) {
         _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.dw)),
                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.sc16))));
         for (int j = 0; j < 16; ++j) p.sw[(16 * ci + j) * kPanelRows + r] = s[j];
+        if constexpr (F::kMin) {
+          _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.mw)),
+                                           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.mn16))));
+          for (int j = 0; j < 16; ++j) p.mw[(16 * ci + j) * kPanelRows + r] = s[j];
+        }
       } else {
         _mm256_store_ps(s, sc.dw);
         for (int j = 0; j < 8; ++j) p.sw[(8 * ci + j) * kPanelRows + r] = s[j];
@@ -797,7 +834,10 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
       const __m512 m0 = _mm512_load_ps(p.mw + g * kPanelRows),
                    m1 = _mm512_load_ps(p.mw + g * kPanelRows + 16);
       for (int t = 0; t < TT; ++t) {
-        const __m512 ds = _mm512_set1_ps(a.ds[(t0 + t) * a.nb + g]);
+        const int64_t r = t0 + t;
+        const __m512 ds = _mm512_set1_ps(F::kHalfScales
+                                             ? a.d[r * a.nb + blk] * float(a.h[r * 2 * a.nb + g])
+                                             : a.ds[r * a.nb + g]);
         acc[0][t] = _mm512_fmadd_ps(m0, ds, acc[0][t]);
         acc[1][t] = _mm512_fmadd_ps(m1, ds, acc[1][t]);
       }
@@ -826,7 +866,7 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   using G = GemmFmt<F, kVnni>;
   const int64_t Kp = a.Kp, groups = Kp / G::kGroup;
   const size_t wbytes = size_t(Kp) * kPanelRows, sbytes = size_t(groups) * kPanelRows * 4,
-               mbytes = F::kMin ? size_t(Kp / 32) * kPanelRows * 4 : 0;
+               mbytes = F::kMin ? sbytes : 0;
   uint8_t* buf = tl_panel.get(wbytes + sbytes + mbytes);
   const Panel p{buf, reinterpret_cast<float*>(buf + wbytes),
                 reinterpret_cast<float*>(buf + wbytes + sbytes)};
@@ -858,6 +898,8 @@ QGemvFn pick_gemm(DType wt) {
     case DType::Q4_K: return gemm<FmtQ4_K, kVnni>;
     case DType::Q5_K: return gemm<FmtQ5_K, kVnni>;
     case DType::Q6_K: return gemm<FmtQ6_K, kVnni>;
+    case DType::Q2_K: return gemm<FmtQ2_K, kVnni>;
+    case DType::Q3_K: return gemm<FmtQ3_K, kVnni>;
     default: return nullptr;
   }
 }
@@ -873,6 +915,8 @@ QGemvFn pick(DType wt) {
     case DType::Q4_K: return gemv<FmtQ4_K, kVnni>;
     case DType::Q5_K: return gemv<FmtQ5_K, kVnni>;
     case DType::Q6_K: return gemv<FmtQ6_K, kVnni>;
+    case DType::Q2_K: return gemv<FmtQ2_K, kVnni>;
+    case DType::Q3_K: return gemv<FmtQ3_K, kVnni>;
     default: return nullptr;
   }
 }
@@ -905,6 +949,8 @@ Bf16DequantFn dequant_bf16_avx512(DType wt) {
     case DType::Q4_K: return dequant_bf16<FmtQ4_K>;
     case DType::Q5_K: return dequant_bf16<FmtQ5_K>;
     case DType::Q6_K: return dequant_bf16<FmtQ6_K>;
+    case DType::Q2_K: return dequant_bf16<FmtQ2_K>;
+    case DType::Q3_K: return dequant_bf16<FmtQ3_K>;
     default: return nullptr;
   }
 }
@@ -920,6 +966,8 @@ DequantFn dequant_avx512(DType wt) {
     case DType::Q4_K: return dequant_row<FmtQ4_K>;
     case DType::Q5_K: return dequant_row<FmtQ5_K>;
     case DType::Q6_K: return dequant_row<FmtQ6_K>;
+    case DType::Q2_K: return dequant_row<FmtQ2_K>;
+    case DType::Q3_K: return dequant_row<FmtQ3_K>;
     default: return nullptr;
   }
 }

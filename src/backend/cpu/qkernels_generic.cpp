@@ -214,6 +214,54 @@ double row_q6_k(const uint8_t* w, const Row& x, int64_t K) {
   return y;
 }
 
+// Q2_K, Q3_K: per half of 128 (qs += 32), block 4h + k takes bits 2k..2k+1 of qs[0..31]; Q3_K's
+// bit 2 of element l of block i is bit i of hmask[l]. Scales (Q2_K: and mins) per half-block j.
+void bits2(const uint8_t* qs, int i, int32_t* u) {
+  for (int l = 0; l < 32; ++l) u[l] = (qs[32 * (i / 4) + l] >> (2 * (i % 4))) & 3;
+}
+
+double row_q2_k(const uint8_t* w, const Row& x, int64_t K) {
+  double y = 0;
+  for (int64_t sb = 0; sb < K / 256; ++sb) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(w) + sb;
+    const double d = h2d(b->d), dmin = h2d(b->dmin);
+    for (int i = 0; i < 8; ++i) {
+      int32_t u[32];
+      bits2(b->qs, i, u);
+      const int64_t blk = sb * 8 + i;
+      int64_t isum = 0, msum = 0;
+      for (int j = 0; j < 2; ++j) {
+        const uint8_t sc = b->scales[2 * i + j];
+        isum += int64_t(sc & 0xF) * idot(u + 16 * j, x.q + 32 * blk + 16 * j, 16);
+        msum += int64_t(sc >> 4) * x.h[2 * blk + j];
+      }
+      const double dx = x.d[blk];
+      y += d * dx * double(isum) - dmin * dx * double(msum);
+    }
+  }
+  return y;
+}
+
+double row_q3_k(const uint8_t* w, const Row& x, int64_t K) {
+  double y = 0;
+  for (int64_t sb = 0; sb < K / 256; ++sb) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(w) + sb;
+    const double d = h2d(b->d);
+    for (int i = 0; i < 8; ++i) {
+      int32_t u[32];
+      bits2(b->qs, i, u);
+      for (int l = 0; l < 32; ++l) u[l] |= ((b->hmask[l] >> i) & 1) << 2;
+      const int64_t blk = sb * 8 + i;
+      int64_t isum = 0;
+      for (int j = 0; j < 2; ++j)
+        isum += int64_t(unpack_scale_q3_k(b->scales, 2 * i + j)) *
+                (idot(u + 16 * j, x.q + 32 * blk + 16 * j, 16) - 4 * int64_t(x.h[2 * blk + j]));
+      y += d * double(x.d[blk]) * double(isum);
+    }
+  }
+  return y;
+}
+
 using RowFn = double (*)(const uint8_t*, const Row&, int64_t);
 
 template <RowFn F>
@@ -240,6 +288,8 @@ QGemvFn qgemv_generic(DType wt) {
     case DType::Q4_K: return qgemv<row_k4<BlockQ4_K, false>>;
     case DType::Q5_K: return qgemv<row_k4<BlockQ5_K, true>>;
     case DType::Q6_K: return qgemv<row_q6_k>;
+    case DType::Q2_K: return qgemv<row_q2_k>;
+    case DType::Q3_K: return qgemv<row_q3_k>;
     default: return nullptr;
   }
 }
