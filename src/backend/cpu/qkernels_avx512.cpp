@@ -333,6 +333,10 @@ GP_QINLINE __m256i block_sums(const __m512i* up, const int8_t* xq, const int32_t
 struct Scratch {
   uint8_t* p = nullptr;
   size_t bytes = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { free(p); }  // at thread exit (OpenMP pools shrink when the thread count drops)
   uint8_t* get(size_t n) {
     if (bytes < n) {
       free(p);
