@@ -717,7 +717,13 @@ constexpr int kPanelRows = 32;
 template <class F, bool kVnni>
 struct GemmFmt {
   static constexpr bool kFlip = F::kSigned;  // Q8_0: u = w + 128 (VNNI only)
-  static constexpr int kGroup = F::kHalfScales ? 16 : 32;  // elements per scale group
+  // Q2_K: its 4-bit scales are folded into the unpacked quants (u * sc <= 45: exact, and below
+  // the 63 that keeps vpmaddubsw from saturating), so its scale groups are blocks of 32 like the
+  // simple formats' and only its min term stays per half-block. This halves the per-group work
+  // (convert, scale, FMA) that made Q2_K prefill slower than BF16.
+  static constexpr bool kFold = F::kHalfScales && F::kMin;
+  static constexpr int kGroup = F::kHalfScales && !kFold ? 16 : 32;  // elements per scale group
+  static constexpr int kMinGroup = F::kHalfScales ? 16 : 32;          // elements per min
   // offset = s << kShift (h << kShift for kHalfScales); -1: none
   static constexpr int kShift = kFlip ? 7 : F::kOffset != 0 ? offset_shift(F::kOffset) : -1;
 };
@@ -737,7 +743,7 @@ void pack_panel(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_t Kp, i
   if (rows < kPanelRows) {
     memset(p.w, 0, size_t(Kp) * kPanelRows);
     memset(p.sw, 0, size_t(groups) * kPanelRows * 4);
-    if constexpr (F::kMin) memset(p.mw, 0, size_t(groups) * kPanelRows * 4);
+    if constexpr (F::kMin) memset(p.mw, 0, size_t(Kp / G::kMinGroup) * kPanelRows * 4);
   }
   alignas(64) uint32_t u[64];
   for (int r = 0; r < rows; ++r) {
@@ -762,17 +768,24 @@ void pack_panel(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_t Kp, i
         if constexpr (G::kFlip) up[i] = _mm512_xor_si512(up[i], _mm512_set1_epi8(char(0x80)));
         _mm512_store_si512(u + 16 * i, up[i]);
       }
-      for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j];
+      if constexpr (G::kFold) {  // word j: elements 4j..4j+3, all in half-block j / 4
+        alignas(16) uint8_t scb[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(scb), sc.sc16);
+        for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j] * scb[j / 4];
+      } else {
+        for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j];
+      }
       alignas(64) float s[16];
-      if constexpr (F::kHalfScales) {
+      if constexpr (G::kFold) {  // d per block; -dmin * mn_j per half-block
+        _mm256_store_ps(s, sc.dw);
+        for (int j = 0; j < 8; ++j) p.sw[(8 * ci + j) * kPanelRows + r] = s[j];
+        _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.mw)),
+                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.mn16))));
+        for (int j = 0; j < 16; ++j) p.mw[(16 * ci + j) * kPanelRows + r] = s[j];
+      } else if constexpr (F::kHalfScales) {
         _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.dw)),
                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.sc16))));
         for (int j = 0; j < 16; ++j) p.sw[(16 * ci + j) * kPanelRows + r] = s[j];
-        if constexpr (F::kMin) {
-          _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.mw)),
-                                           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.mn16))));
-          for (int j = 0; j < 16; ++j) p.mw[(16 * ci + j) * kPanelRows + r] = s[j];
-        }
       } else {
         _mm256_store_ps(s, sc.dw);
         for (int j = 0; j < 8; ++j) p.sw[(8 * ci + j) * kPanelRows + r] = s[j];
@@ -798,7 +811,7 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
   for (int t = 0; t < TT; ++t) xq[t] = a.qs + (t0 + t) * a.Kp;
   const uint8_t* wp = p.w;
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t blk = F::kHalfScales ? g / 2 : g;
+    const int64_t blk = G::kGroup == 16 ? g / 2 : g;
     __m512i ia[2][TT];
     for (int t = 0; t < TT; ++t) {
       if constexpr (G::kShift >= 0) {
@@ -834,14 +847,24 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
       acc[0][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[0][t]), _mm512_mul_ps(s0, dx), acc[0][t]);
       acc[1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[1][t]), _mm512_mul_ps(s1, dx), acc[1][t]);
     }
-    if constexpr (F::kMin) {
+    if constexpr (G::kFold) {
+      for (int j = 0; j < 2; ++j) {
+        const __m512 m0 = _mm512_load_ps(p.mw + (2 * g + j) * kPanelRows),
+                     m1 = _mm512_load_ps(p.mw + (2 * g + j) * kPanelRows + 16);
+        for (int t = 0; t < TT; ++t) {
+          const int64_t r = t0 + t;
+          const __m512 ds =
+              _mm512_set1_ps(a.d[r * a.nb + blk] * float(a.h[r * 2 * a.nb + 2 * g + j]));
+          acc[0][t] = _mm512_fmadd_ps(m0, ds, acc[0][t]);
+          acc[1][t] = _mm512_fmadd_ps(m1, ds, acc[1][t]);
+        }
+      }
+    } else if constexpr (F::kMin) {
       const __m512 m0 = _mm512_load_ps(p.mw + g * kPanelRows),
                    m1 = _mm512_load_ps(p.mw + g * kPanelRows + 16);
       for (int t = 0; t < TT; ++t) {
         const int64_t r = t0 + t;
-        const __m512 ds = _mm512_set1_ps(F::kHalfScales
-                                             ? a.d[r * a.nb + blk] * float(a.h[r * 2 * a.nb + g])
-                                             : a.ds[r * a.nb + g]);
+        const __m512 ds = _mm512_set1_ps(a.ds[r * a.nb + g]);
         acc[0][t] = _mm512_fmadd_ps(m0, ds, acc[0][t]);
         acc[1][t] = _mm512_fmadd_ps(m1, ds, acc[1][t]);
       }
@@ -870,7 +893,7 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   using G = GemmFmt<F, kVnni>;
   const int64_t Kp = a.Kp, groups = Kp / G::kGroup;
   const size_t wbytes = size_t(Kp) * kPanelRows, sbytes = size_t(groups) * kPanelRows * 4,
-               mbytes = F::kMin ? sbytes : 0;
+               mbytes = F::kMin ? size_t(Kp / G::kMinGroup) * kPanelRows * 4 : 0;
   uint8_t* buf = tl_panel.get(wbytes + sbytes + mbytes);
   const Panel p{buf, reinterpret_cast<float*>(buf + wbytes),
                 reinterpret_cast<float*>(buf + wbytes + sbytes)};
