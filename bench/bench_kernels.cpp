@@ -11,7 +11,6 @@
 //   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
 // Real time, 5 repetitions, median, min and max reported; peaks measured once at start-up.
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,8 +20,6 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/qkernels.h"
 #include "bench/peaks.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
@@ -117,27 +114,6 @@ void BM_Gemm(benchmark::State& state) {
   state.SetLabel(dtype_name(wt));
 }
 
-// The integer GEMM of the block formats (qkernels.h) as linear runs it: activation rows
-// quantized, output rows split over the threads in 32-row panels. False where the CPU has none.
-bool linear_qgemm(const Tensor& x, const Tensor& w, Tensor& y, int64_t T, int64_t K, int64_t N) {
-  if (isa() != Isa::Avx512) return false;
-  const cpu::QGemvFn f = cpu::qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
-  if (!f) return false;
-  static std::vector<char> buf;
-  buf.resize(cpu::qact_bytes(T, K));
-  const cpu::QAct a = cpu::qact_view(buf.data(), T, K);
-  const auto quantize = cpu::kernels().quantize_act;
-  for (int64_t t = 0; t < T; ++t) quantize(x.row<float>(t), a, t);
-  const int nt = num_threads();
-#pragma omp parallel num_threads(nt)
-  {
-    const int64_t id = omp_get_thread_num(), n = omp_get_num_threads(), panels = (N + 31) / 32;
-    const int64_t n0 = std::min(N, panels * id / n * 32), n1 = std::min(N, panels * (id + 1) / n * 32);
-    if (n0 < n1) f(a, T, w.raw(), w.stride(0), n0, n1, nullptr, y.data<float>(), size_t(N));
-  }
-  return true;
-}
-
 // One path of linear pinned (0: GEMV kernels, 1: oneDNN, 2: the integer GEMM of the block
 // formats), K = 768 -> N = 2048, weights in rotation as for BM_Gemv: where GEMV stops beating
 // oneDNN sets cpu::gemv_max_rows (for the block formats: the integer GEMV against the integer
@@ -158,7 +134,7 @@ void BM_LinearRows(benchmark::State& state) {
       cpu::linear_gemv(x, ws[size_t(c)], nullptr, y, T, K, N);
     } else if (path == 1) {
       cpu::linear_gemm(x, ws[size_t(c)], nullptr, y, T, K, N);
-    } else if (!linear_qgemm(x, ws[size_t(c)], y, T, K, N)) {
+    } else if (!cpu::linear_qgemm(x, ws[size_t(c)], nullptr, y, T, K, N)) {
       state.SkipWithError("no integer GEMM for this type and CPU");
       break;
     }

@@ -139,10 +139,15 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int
             int64_t N) {
   if (T <= gemv_max_rows(w.dtype()) && has_gemv(w.dtype()))
     linear_gemv(x, w, bias, y, T, K, N);
-  else if (QGemvFn g = qgemm_for(w.dtype()))
-    linear_qgemv(x, w, bias, y, T, K, N, g);
-  else
+  else if (!linear_qgemm(x, w, bias, y, T, K, N))
     linear_gemm(x, w, bias, y, T, K, N);
+}
+
+bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                  int64_t K, int64_t N) {
+  const QGemvFn g = qgemm_for(w.dtype());
+  if (g) linear_qgemv(x, w, bias, y, T, K, N, g);
+  return g != nullptr;
 }
 
 void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,

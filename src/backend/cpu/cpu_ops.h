@@ -23,7 +23,7 @@ void add_inplace(Tensor& x, const Tensor& y);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out, int64_t T, int64_t S, int64_t D);
 
-// The two halves of linear, exposed for benchmarks and tests that pin one path:
+// The paths of linear, exposed for benchmarks and tests that pin one:
 // the bandwidth-bound GEMV kernels (any T, meant for few rows; for block-quantized weights the
 // integer kernels of qkernels.h over x quantized to 8 bits) and the oneDNN GEMM (block-quantized
 // weights decoded panel by panel).
@@ -31,6 +31,11 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
                  int64_t K, int64_t N);
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N);
+// The integer GEMM of the block formats (qkernels.h: activation rows quantized to 8 bits,
+// output rows split over the threads in 32-row panels); false, doing nothing, where the weight
+// type and ISA level have none.
+bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
+                  int64_t K, int64_t N);
 // The most rows T for which linear uses the GEMV kernels, for weights of type `wt`.
 int64_t gemv_max_rows(DType wt);
 

@@ -286,6 +286,18 @@ GP_QINLINE __m512i reduce16(const __m512i* p) {
   return _mm512_add_epi32(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
 }
 
+// acc plus the products of unsigned bytes u and signed bytes x, summed per 4 into int32 lanes:
+// vpdpbusd, or without VNNI vpmaddubsw then vpmaddwd (exact while the pair sums of vpmaddubsw
+// stay below 2^15, which each caller's range of u guarantees).
+template <bool kVnni>
+GP_QINLINE __m512i dot4(__m512i acc, __m512i u, __m512i x) {
+  if constexpr (kVnni)
+    return _mm512_dpbusd_epi32(acc, u, x);
+  else
+    return _mm512_add_epi32(acc,
+                            _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
+}
+
 template <class F, bool kVnni>
 GP_QINLINE __m256i block_sums(const __m512i* up, const int8_t* xq, const int32_t* xs,
                               const int16_t* xh, const ChunkScales& sc) {
@@ -293,18 +305,14 @@ GP_QINLINE __m256i block_sums(const __m512i* up, const int8_t* xq, const int32_t
   __m512i p[4];
   for (int i = 0; i < 4; ++i) {
     const __m512i xv = _mm512_loadu_si512(xq + 64 * i);
-    __m512i uv = up[i];
-    if constexpr (kVnni) {
-      if constexpr (kFlip) uv = _mm512_xor_si512(uv, _mm512_set1_epi8(char(0x80)));
-      p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uv, xv);
-    } else {
-      __m512i xs8 = xv;
-      if constexpr (F::kSigned) {
-        xs8 = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(uv), _mm512_setzero_si512(), xv);
-        uv = _mm512_abs_epi8(uv);
-      }
-      p[i] = _mm512_madd_epi16(_mm512_maddubs_epi16(uv, xs8), _mm512_set1_epi16(1));
+    __m512i uv = up[i], xs8 = xv;
+    if constexpr (kFlip) {
+      uv = _mm512_xor_si512(uv, _mm512_set1_epi8(char(0x80)));
+    } else if constexpr (F::kSigned) {  // without VNNI: |w| against x with w's sign
+      xs8 = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(uv), _mm512_setzero_si512(), xv);
+      uv = _mm512_abs_epi8(uv);
     }
+    p[i] = dot4<kVnni>(_mm512_setzero_si512(), uv, xs8);
   }
   __m256i r;
   if constexpr (F::kHalfScales) {
@@ -354,6 +362,13 @@ GP_QINLINE float hsum(__m256 a) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The sum of a 512-bit and a 256-bit accumulator: its halves added first, then hsum.
+GP_QINLINE float hsum(__m512 a, __m256 b) {
+  const __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(a),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  return hsum(_mm256_add_ps(a2, b));
 }
 
 template <class F, bool kVnni, int TT>
@@ -500,13 +515,8 @@ void gemv_rows_nib(const QAct& a, int64_t t0, const uint8_t* xnib, const uint8_t
           acc8[t] = _mm256_fmadd_ps(sc.mw, _mm256_loadu_ps(a.ds + bi), acc8[t]);
       }
     }
-    for (int t = 0; t < TT; ++t) {
-      const __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(acc[t]),
-                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                          _mm512_castps_pd(acc[t]), 1)));
-      y[size_t(t0 + t) * ldy + size_t(n)] =
-          hsum(_mm256_add_ps(a2, acc8[t])) + (bias ? bias[n] : 0.0f);
-    }
+    for (int t = 0; t < TT; ++t)
+      y[size_t(t0 + t) * ldy + size_t(n)] = hsum(acc[t], acc8[t]) + (bias ? bias[n] : 0.0f);
   }
 }
 
@@ -575,15 +585,8 @@ void gemv_rows_k4(const QAct& a, int64_t t0, const uint8_t* xk, const uint8_t* w
         const __m256 s8 = _mm256_mul_ps(sc.dw, _mm256_loadu_ps(a.d + bi));
         for (int q = 0; q < 2; ++q) {
           const __m512i xa = _mm512_load_si512(xp + 128 * q), xh = _mm512_load_si512(xp + 128 * q + 64);
-          __m512i pa, pb;
-          if constexpr (kVnni) {
-            pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[q], xa);
-            pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[q], xh);
-          } else {
-            const __m512i one = _mm512_set1_epi16(1);
-            pa = _mm512_madd_epi16(_mm512_maddubs_epi16(lo[q], xa), one);
-            pb = _mm512_madd_epi16(_mm512_maddubs_epi16(hi[q], xh), one);
-          }
+          const __m512i pa = dot4<kVnni>(_mm512_setzero_si512(), lo[q], xa),
+                        pb = dot4<kVnni>(_mm512_setzero_si512(), hi[q], xh);
           const __m512i f = _mm512_add_epi32(_mm512_shuffle_i64x2(pa, pb, _MM_SHUFFLE(2, 0, 2, 0)),
                                              _mm512_shuffle_i64x2(pa, pb, _MM_SHUFFLE(3, 1, 3, 1)));
           const __m512 sq = _mm512_permutexvar_ps(q ? e1 : e0, _mm512_castps256_ps512(s8));
@@ -592,13 +595,8 @@ void gemv_rows_k4(const QAct& a, int64_t t0, const uint8_t* xk, const uint8_t* w
         acc8[t] = _mm256_fmadd_ps(sc.mw, _mm256_loadu_ps(a.ds + bi), acc8[t]);
       }
     }
-    for (int t = 0; t < TT; ++t) {
-      const __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(acc[t]),
-                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                                          _mm512_castps_pd(acc[t]), 1)));
-      y[size_t(t0 + t) * ldy + size_t(n)] =
-          hsum(_mm256_add_ps(a2, acc8[t])) + (bias ? bias[n] : 0.0f);
-    }
+    for (int t = 0; t < TT; ++t)
+      y[size_t(t0 + t) * ldy + size_t(n)] = hsum(acc[t], acc8[t]) + (bias ? bias[n] : 0.0f);
   }
 }
 
@@ -828,16 +826,8 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
         int32_t xv;
         memcpy(&xv, xq[t] + g * G::kGroup + 4 * s, 4);
         const __m512i xb = _mm512_set1_epi32(xv);
-        if constexpr (kVnni) {
-          ia[0][t] = _mm512_dpbusd_epi32(ia[0][t], w0, xb);
-          ia[1][t] = _mm512_dpbusd_epi32(ia[1][t], w1, xb);
-        } else {  // u <= 63 here: the pair sums of vpmaddubsw cannot saturate
-          const __m512i one = _mm512_set1_epi16(1);
-          ia[0][t] = _mm512_add_epi32(
-              ia[0][t], _mm512_madd_epi16(_mm512_maddubs_epi16(w0, xb), one));
-          ia[1][t] = _mm512_add_epi32(
-              ia[1][t], _mm512_madd_epi16(_mm512_maddubs_epi16(w1, xb), one));
-        }
+        ia[0][t] = dot4<kVnni>(ia[0][t], w0, xb);  // u <= 63: no saturation without VNNI
+        ia[1][t] = dot4<kVnni>(ia[1][t], w1, xb);
       }
     }
     const __m512 s0 = _mm512_load_ps(p.sw + g * kPanelRows),
