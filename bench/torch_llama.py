@@ -14,7 +14,7 @@ import torch
 
 SHAPES = {  # vocab, dim, ffn, layers, heads, kv_heads
     "110m": (32000, 768, 2048, 12, 12, 12),
-    "default": (4096, 256, 704, 6, 8, 4),
+    "default": (4096, 256, 768, 6, 8, 4),
 }
 
 

@@ -32,7 +32,7 @@ import argparse, json, math, os, resource, statistics, struct, sys, time
 # bounds sequence length, which this model does not check).
 SHAPES = {
     "110m": (32000, 768, 2048, 12, 12, 12),
-    "default": (4096, 256, 704, 6, 8, 4),
+    "default": (4096, 256, 768, 6, 8, 4),
     "tiny": (256, 64, 176, 2, 4, 2),
 }
 

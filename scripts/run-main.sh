@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the embedded default model (models/default: 6.5M parameters, trained by genperf
+# The main job on the embedded default model (models/default: 6.8M parameters, trained by genperf
 # itself on Jane Austen and the King James Bible, see scripts/train-default.sh): builds genperf,
 # prepares the held-out evaluation sets from Persuasion (Debian's r-cran-janeaustenr), then runs
 # generation, perplexity, the HellaSwag-style continuation task and the inference benchmark.

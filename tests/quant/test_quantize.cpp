@@ -196,14 +196,15 @@ TEST(QuantPlan, Q4KMFollowsLlamaCpp) {
   }
   EXPECT_EQ(p.at("lm_head.weight"), DType::Q6_K);
   EXPECT_EQ(p.at("model.embed_tokens.weight"), DType::Q4_K);
-  // The default shape: 6 layers (more bits in 2 and 5), down_proj rows of 704 fall back.
+  // The default shape: 6 layers (more bits in 2 and 5); every row (256 or 768) takes K-quants.
   LlamaConfig c = preset_config("default");
   c.tie_word_embeddings = true;
   const QuantPlan d = recipe_plan(random_checkpoint(c, DType::BF16, 1), "q4_k_m");
   for (int i = 0; i < 6; ++i) {
     const std::string l = cat("model.layers.", i, ".");
-    EXPECT_EQ(d.at(l + "mlp.down_proj.weight"), i == 2 || i == 5 ? DType::Q8_0 : DType::Q5_0) << i;
-    EXPECT_EQ(d.at(l + "self_attn.v_proj.weight"), i == 2 || i == 5 ? DType::Q6_K : DType::Q4_K) << i;
+    const DType want = i == 2 || i == 5 ? DType::Q6_K : DType::Q4_K;
+    EXPECT_EQ(d.at(l + "mlp.down_proj.weight"), want) << i;
+    EXPECT_EQ(d.at(l + "self_attn.v_proj.weight"), want) << i;
   }
   EXPECT_EQ(d.at("model.embed_tokens.weight"), DType::Q6_K);  // tied: the head's type
 }

@@ -14,9 +14,11 @@ struct Preset {
 };
 
 // "110m": the ~110M-parameter shape of the benchmarks (untied: 134M with its output head).
+// "default": the embedded model's. Its FFN width follows Llama's rule (8/3 of d rounded up to a
+// multiple of 256), so that every matrix's rows split into the 256-blocks of the K-quants.
 constexpr Preset kPresets[] = {
     {"110m", 32000, 768, 2048, 12, 12, 12, 2048},
-    {"default", 4096, 256, 704, 6, 8, 4, 512},
+    {"default", 4096, 256, 768, 6, 8, 4, 512},
     {"tiny", 256, 64, 176, 2, 4, 2, 256},
 };
 
