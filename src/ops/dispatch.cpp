@@ -140,6 +140,17 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   cpu::linear(x, w, bias, y, d.T, d.K, d.N);
 }
 
+void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
+  int64_t T = 0, K = 0;
+  for (const LinearOut& o : outs) {
+    GP_CHECK(o.w && o.y, "[linear_many] an output without its weight or result tensor");
+    const auto d = detail::check_linear(x, *o.w, o.bias, *o.y);
+    T = d.T;
+    K = d.K;
+  }
+  if (!outs.empty()) cpu::linear_many(x, outs, T, K);
+}
+
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
   detail::check_embedding(table, ids, out);
   cpu::embedding(table, ids, out);

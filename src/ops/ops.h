@@ -19,6 +19,17 @@ namespace genperf::ops {
 // y[T,N] = x[T,K] · w[N,K]^T (+ bias[N]).  y is overwritten.
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
 
+// Several linears of one input, y_i = x · w_i^T (+ bias_i), the same values as calling linear
+// for each (bit for bit). For few rows (decode) they run as one parallel region over all their
+// output rows, with x quantized once for the block-quantized weights: one fork and join instead
+// of one per weight (a Llama layer's q, k, v and its gate and up projections).
+struct LinearOut {
+  const Tensor* w;
+  const Tensor* bias;  // may be null
+  Tensor* y;
+};
+void linear_many(const Tensor& x, std::span<const LinearOut> outs);
+
 // out[T,K] = f32(table[ids[t], :]); ids are checked against the table's rows.
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out);
 

@@ -6,6 +6,7 @@
 // views with guards, thread counts, the vectorized dequantizers and non-finite inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -14,6 +15,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/qkernels.h"
+#include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "ops/ops.h"
 #include "ops_test_util.h"
@@ -645,4 +647,56 @@ TEST(QLinear, IntegerGemmTilesAndRowRanges) {
       }
     }
   }
+}
+
+TEST(QLinear, LinearManyGivesTheBitsOfSeparateLinears) {
+  // One parallel region over several outputs (a layer's q, k, v or gate and up), with weights of
+  // different types, row counts that are not multiples of 16, a bias, an output that is a view
+  // of a wider buffer, 1 to 3 threads, and a row count beyond the GEMV (separate GEMMs).
+  Rng rng(announce_seed(47, "QLinear.LinearManyGivesTheBitsOfSeparateLinears"));
+  const int saved = num_threads();
+  const int64_t K = 512;
+  const std::vector<std::pair<DType, int64_t>> specs = {
+      {DType::Q4_K, 200}, {DType::Q8_0, 37}, {DType::BF16, 64}, {DType::Q6_K, 16}, {DType::F32, 5}};
+  std::vector<Tensor> ws, bs;
+  for (const auto& [dt, N] : specs) {
+    ws.push_back(random_tensor({N, K}, DType::F32, rng, 0.1).to(dt));
+    bs.push_back(random_tensor({N}, DType::F32, rng));
+  }
+  for (int64_t T : {int64_t(1), int64_t(3), int64_t(40)}) {
+    const Tensor x = random_tensor({T, K}, DType::F32, rng);
+    for (int nt : {1, 2, 3}) {
+      set_num_threads(nt);  // (oneDNN's GEMM, taken at T = 40, may differ between thread counts)
+      std::vector<Tensor> want;  // into views like got's (oneDNN's result may depend on the stride)
+      for (size_t i = 0; i < ws.size(); ++i) {
+        want.push_back(Tensor::zeros({T, ws[i].size(0) + 7}).slice(1, 3, ws[i].size(0)));
+        ops::linear(x, ws[i], i == 1 ? &bs[i] : nullptr, want[i]);
+      }
+      std::vector<Tensor> wide, got;
+      std::vector<ops::LinearOut> outs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        wide.push_back(Tensor::zeros({T, ws[i].size(0) + 7}));
+        std::fill(wide[i].data<float>(), wide[i].data<float>() + wide[i].numel(), -1.0f);
+        got.push_back(wide[i].slice(1, 3, ws[i].size(0)));
+      }
+      for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], i == 1 ? &bs[i] : nullptr, &got[i]});
+      ops::linear_many(x, outs);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const int64_t N = ws[i].size(0);
+        for (int64_t t = 0; t < T; ++t) {
+          EXPECT_EQ(std::memcmp(got[i].row<float>(t), want[i].row<float>(t), size_t(N) * 4), 0)
+              << dtype_name(ws[i].dtype()) << " T=" << T << " threads " << nt << " row " << t;
+          // The columns around the view are untouched.
+          EXPECT_EQ(wide[i].row<float>(t)[0], -1.0f);
+          EXPECT_EQ(wide[i].row<float>(t)[N + 6], -1.0f);
+        }
+      }
+    }
+  }
+  set_num_threads(saved);
+  // A wrong shape is the same error as linear's.
+  Tensor bad = Tensor::zeros({1, 3});
+  const Tensor x1 = Tensor::zeros({1, K});
+  const ops::LinearOut outs[] = {{&ws[0], nullptr, &bad}};
+  EXPECT_THROW(ops::linear_many(x1, outs), Error);
 }

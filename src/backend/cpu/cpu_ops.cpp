@@ -106,6 +106,20 @@ QGemvFn qgemm_for(DType wt) {
   return qgemm_avx512(wt, cpu_features().avx512_vnni);
 }
 
+// x's rows quantized to 8-bit blocks for the integer kernels (qkernels.h), into the calling
+// thread's buffer, kept between calls (valid until its next call).
+QAct quantize_rows(const Tensor& x, int64_t T, int64_t K) {
+  thread_local std::vector<char> act;
+  act.resize(qact_bytes(T, K));
+  const QAct a = qact_view(act.data(), T, K);
+  const float* xp = x.data<float>();
+  const size_t ldx = ld_floats(x);
+  const auto quantize = kernels().quantize_act;
+#pragma omp parallel for num_threads(threads_for(T * K)) schedule(static)
+  for (int64_t t = 0; t < T; ++t) quantize(xp + size_t(t) * ldx, a, t);
+  return a;
+}
+
 // Block-quantized weights: x rows quantized to 8-bit blocks once (qkernels.h), then the integer
 // GEMV (gemm: the integer GEMM, whose panels are 32 rows). The activation buffer is the calling
 // thread's, kept between calls.
@@ -116,14 +130,7 @@ void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
   if (!f) f = kernels_generic().qgemv[size_t(w.dtype())];
   GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
   if (T == 0 || N == 0) return;
-  thread_local std::vector<char> act;
-  act.resize(qact_bytes(T, K));
-  const QAct a = qact_view(act.data(), T, K);
-  const float* xp = x.data<float>();
-  const size_t ldx = ld_floats(x);
-  const auto quantize = kr.quantize_act;
-#pragma omp parallel for num_threads(threads_for(T * K)) schedule(static)
-  for (int64_t t = 0; t < T; ++t) quantize(xp + size_t(t) * ldx, a, t);
+  const QAct a = quantize_rows(x, T, K);
   std::vector<float> bias_keep;
   const float* b = bias ? as_f32(*bias, bias_keep) : nullptr;
   float* yp = y.data<float>();
@@ -141,6 +148,93 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int
     linear_gemv(x, w, bias, y, T, K, N);
   else if (!linear_qgemm(x, w, bias, y, T, K, N))
     linear_gemm(x, w, bias, y, T, K, N);
+}
+
+// One parallel region for several GEMVs of one x. The outputs' rows are cut into units of 16
+// (whole cache lines of y, as split_rows does) costed by their weight bytes; each thread takes a
+// contiguous run of units of equal total cost and calls each output's kernel once on its part.
+// A kernel computes each row the same way whatever range it is given, starting on a multiple of
+// 16, so the values are those of separate linear calls.
+void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t T, int64_t K) {
+  bool fused = outs.size() > 1;
+  for (const ops::LinearOut& o : outs)
+    fused = fused && T <= gemv_max_rows(o.w->dtype()) && has_gemv(o.w->dtype());
+  if (!fused) {
+    for (const ops::LinearOut& o : outs) linear(x, *o.w, o.bias, *o.y, T, K, o.w->size(0));
+    return;
+  }
+  if (T == 0) return;
+  constexpr int64_t kUnit = 16;
+  struct Job {
+    QGemvFn q = nullptr;  // integer GEMV over the quantized rows, or
+    GemvFn f = nullptr;   // the float GEMV over x
+    const void* w;
+    size_t ldw;
+    int64_t N;
+    const float* bias;
+    float* y;
+    size_t ldy;
+    std::vector<float> bias_keep;
+  };
+  const Kernels& kr = kernels();
+  std::vector<Job> jobs(outs.size());
+  std::vector<int64_t> unit_job;  // the job of each unit
+  std::vector<int64_t> job_unit0;  // the first unit of each job
+  std::vector<double> cost_mid;    // cost of the units before u plus half of u's
+  double total = 0;
+  bool any_q = false;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const ops::LinearOut& o = outs[j];
+    const DType wt = o.w->dtype();
+    Job& jb = jobs[j];
+    if (kernels_generic().qgemv[size_t(wt)]) {
+      jb.q = kr.qgemv[size_t(wt)] ? kr.qgemv[size_t(wt)] : kernels_generic().qgemv[size_t(wt)];
+      any_q = true;
+    } else {
+      jb.f = kr.gemv[size_t(wt)] ? kr.gemv[size_t(wt)] : kernels_generic().gemv[size_t(wt)];
+    }
+    jb.w = o.w->raw();
+    jb.ldw = o.w->stride(0);
+    jb.N = o.w->size(0);
+    jb.bias = o.bias ? as_f32(*o.bias, jb.bias_keep) : nullptr;
+    jb.y = o.y->data<float>();
+    jb.ldy = ld_floats(*o.y);
+    job_unit0.push_back(int64_t(unit_job.size()));
+    for (int64_t n = 0; n < jb.N; n += kUnit) {
+      const double c = double(std::min(kUnit, jb.N - n)) * double(jb.ldw);
+      unit_job.push_back(int64_t(j));
+      cost_mid.push_back(total + c / 2);
+      total += c;
+    }
+  }
+  const QAct a = any_q ? quantize_rows(x, T, K) : QAct{};
+  const float* xp = x.data<float>();
+  const size_t ldx = ld_floats(x);
+  const int64_t units = int64_t(unit_job.size());
+  int64_t rows = 0;
+  for (const Job& jb : jobs) rows += jb.N;
+  const int nt = int(std::min<int64_t>(threads_for(rows * K), units));
+#pragma omp parallel num_threads(nt)
+  {
+    const int id = omp_get_thread_num(), n = omp_get_num_threads();
+    // Thread i takes the units whose middle falls in its share [i, i+1) * total / n.
+    auto bound = [&](int i) {
+      return int64_t(std::lower_bound(cost_mid.begin(), cost_mid.end(), total * i / n) - cost_mid.begin());
+    };
+    const int64_t u1 = id + 1 == n ? units : bound(id + 1);
+    for (int64_t u = id == 0 ? 0 : bound(id); u < u1;) {
+      const int64_t j = unit_job[size_t(u)];
+      const int64_t v = std::min(u1, j + 1 < int64_t(jobs.size()) ? job_unit0[size_t(j + 1)] : units);
+      const Job& jb = jobs[size_t(j)];
+      const int64_t n0 = (u - job_unit0[size_t(j)]) * kUnit,
+                    n1 = std::min(jb.N, (v - job_unit0[size_t(j)]) * kUnit);
+      if (jb.q)
+        jb.q(a, T, jb.w, jb.ldw, n0, n1, jb.bias, jb.y, jb.ldy);
+      else
+        jb.f(xp, ldx, T, jb.w, jb.ldw, K, n0, n1, jb.bias, jb.y, jb.ldy);
+      u = v;
+    }
+  }
 }
 
 bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,

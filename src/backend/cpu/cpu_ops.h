@@ -9,11 +9,14 @@
 
 #include "genperf/llama_config.h"
 #include "genperf/tensor.h"
+#include "ops/ops.h"
 
 namespace genperf::cpu {
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
             int64_t N);
+// ops::linear_many: one parallel region over every output's rows when all take the GEMV.
+void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t T, int64_t K);
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
 void rope(Tensor& x, int64_t nheads, int64_t D, std::span<const int32_t> pos,

@@ -145,11 +145,11 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
     ops::rms_norm(x, l.attn_norm, eps, h);
-    ops::linear(h, l.wq, l.bq.defined() ? &l.bq : nullptr, q);
     // New keys and values go straight into the cache rows p0 .. p0+T-1.
     Tensor kc = s.k_[li].slice(0, p0, T), vc = s.v_[li].slice(0, p0, T);
-    ops::linear(h, l.wk, l.bk.defined() ? &l.bk : nullptr, kc);
-    ops::linear(h, l.wv, l.bv.defined() ? &l.bv : nullptr, vc);
+    auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
+    const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kc}, {&l.wv, bias(l.bv), &vc}};
+    ops::linear_many(h, qkv);
     ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
     ops::rope(kc, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
     ops::attention(q, s.k_[li].slice(0, 0, p0 + T), s.v_[li].slice(0, 0, p0 + T), c.num_attention_heads,
@@ -157,8 +157,8 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
     ops::linear(attn, l.wo, nullptr, h);
     ops::add_inplace(x, h);
     ops::rms_norm(x, l.ffn_norm, eps, h);
-    ops::linear(h, l.w_gate, nullptr, gate);
-    ops::linear(h, l.w_up, nullptr, up);
+    const ops::LinearOut gate_up[] = {{&l.w_gate, nullptr, &gate}, {&l.w_up, nullptr, &up}};
+    ops::linear_many(h, gate_up);
     ops::silu_mul(gate, up, gate);
     ops::linear(gate, l.w_down, nullptr, h);
     ops::add_inplace(x, h);
