@@ -1,7 +1,8 @@
 // Microbenchmarks of the CPU kernels against this machine's floors (BENCHMARKING.md):
 //   GEMV (decode):   GB/s of weight bytes read (packed bytes for the block formats), and the
-//                    fraction of measured read bandwidth. Weights rotate over copies of >= 512 MiB
-//                    in all, so they come from memory.
+//                    fraction of the read bandwidth measured just before each repetition
+//                    (bw_frac; bw_frac0: of the start-up figure). Weights rotate over copies of
+//                    >= 512 MiB in all, so they come from memory.
 //   GEMV from cache: the same kernels on weights that stay in L2, their compute ceiling.
 //   GEMM (prefill):  GFLOP/s at T = 512 for the 110M model's shapes, and the fraction of the
 //                    measured 2048^3 GEMM peak of the same weight type (bf16's for the block
@@ -64,6 +65,10 @@ void BM_Gemv(benchmark::State& state) {
   for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());  // same values, other memory
   const Tensor x = random({T, K}, DType::F32, 7);
   Tensor y = Tensor::zeros({T, N});
+  // The floor of this repetition: read bandwidth measured just before it (bw_frac), besides the
+  // one measured at start-up (bw_frac0); the machine's bandwidth drifts between repetitions.
+  static const bench::BandwidthProbe probe(size_t(256) << 20);
+  const double bw_now = probe.measure(3);
   int c = 0;
   for (auto _ : state) {
     ops::linear(x, ws[size_t(c)], nullptr, y);
@@ -72,8 +77,11 @@ void BM_Gemv(benchmark::State& state) {
   }
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bw_frac"] = benchmark::Counter(bytes * 1e-9 / peaks().bandwidth_gbs,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac"] =
+      benchmark::Counter(bytes * 1e-9 / bw_now, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac0"] = benchmark::Counter(bytes * 1e-9 / peaks().bandwidth_gbs,
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_GB/s"] = bw_now;
   state.SetLabel(dtype_name(wt));
 }
 

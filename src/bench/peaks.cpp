@@ -17,29 +17,33 @@ namespace genperf::bench {
 // Each thread sums its contiguous share with the widest loads of the ISA level in use (the
 // kernels' own sum_row), as the GEMV kernels read weights; narrower loads would understate the
 // floor, since a core keeps fewer cache lines in flight when it spends more instructions on each.
-double measure_bandwidth_gbs() {
-  constexpr size_t kBytes = size_t(1) << 30;
-  constexpr size_t kFloats = kBytes / 4;
-  std::unique_ptr<float[]> data(new float[kFloats]);  // uninitialized: touched below
-  const int nt = num_threads();
-  // Fill from the threads that will read, so pages land near them (first touch).
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < int64_t(kFloats); ++i) data[size_t(i)] = float(i & 1023) * 0.001f;
+BandwidthProbe::BandwidthProbe(size_t bytes) : data_(new float[bytes / 4]), floats_(bytes / 4) {
+  // Filled from the threads that will read, so pages land near them (first touch).
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t i = 0; i < int64_t(floats_); ++i) data_[size_t(i)] = float(i & 1023) * 0.001f;
+}
+
+BandwidthProbe::~BandwidthProbe() { delete[] data_; }
+
+double BandwidthProbe::measure(int passes) const {
   const auto sum = cpu::kernels().sum_row;
+  const int nt = num_threads();
   volatile float sink = 0;
   auto pass = [&] {
     float total = 0;
 #pragma omp parallel num_threads(nt) reduction(+ : total)
     {
       const size_t t = size_t(omp_get_thread_num()), n = size_t(omp_get_num_threads());
-      const size_t lo = kFloats * t / n, hi = kFloats * (t + 1) / n;
-      total += sum(data.get() + lo, int64_t(hi - lo));
+      const size_t lo = floats_ * t / n, hi = floats_ * (t + 1) / n;
+      total += sum(data_ + lo, int64_t(hi - lo));
     }
     sink = sink + total;
   };
-  const Stats s = measure(pass, 1, 5);
-  return double(kBytes) / s.median * 1e-9;
+  const Stats s = genperf::measure(pass, 1, passes);
+  return double(floats_ * 4) / s.median * 1e-9;
 }
+
+double measure_bandwidth_gbs() { return BandwidthProbe(size_t(1) << 30).measure(5); }
 
 double measure_gemm_peak_gflops(DType weight_type) {
   constexpr int64_t n = 2048;
