@@ -29,10 +29,10 @@ def run(cmd, want_json=True):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genperf", default=os.path.join(root, "build/genperf"))
-    ap.add_argument("--model", required=True, help="the source model (HF directory)")
-    ap.add_argument("--calib", required=True, help="calibration text for the sensitivity map (not the eval text)")
+    ap.add_argument("--model", help="the source model (HF directory)")
+    ap.add_argument("--calib", help="calibration text for the sensitivity map (not the eval text)")
     ap.add_argument("--sensitivity", help="an existing PREFIX.json of genperf sensitivity (else measured here)")
-    ap.add_argument("--ppl-text", required=True)
+    ap.add_argument("--ppl-text")
     ap.add_argument("--mc", action="append", default=[], help="multiple-choice JSONL (repeatable)")
     ap.add_argument("--formats", default="q2_k,q3_k,q4_0,q4_k,q5_k,q6_k,q8_0")
     ap.add_argument("--auto-bpw", default="q4_k_m,4.0,4.5",
@@ -45,9 +45,28 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--ppl-chars", type=int, default=0, help="score only the first N characters of --ppl-text (0: all)")
     ap.add_argument("--mc-limit", type=int, default=0, help="score only the first N tasks of each --mc file (0: all)")
-    ap.add_argument("--work", required=True, help="directory for the quantized models")
+    ap.add_argument("--work", help="directory for the quantized models")
     ap.add_argument("--out", required=True, help="writes OUT.md and OUT.json")
+    ap.add_argument("--report", metavar="JSON",
+                    help="measure nothing: render the tables again from an earlier OUT.json")
     a = ap.parse_args()
+    if a.report:
+        prev = json.load(open(a.report))
+        for k in ("model", "ppl_text", "mc", "method", "ctx"):
+            setattr(a, k, prev[k])
+        rows, sens = prev["rows"], prev["sensitivity"]
+        a.no_bench = not all("decode_tok_s" in r for r in rows)
+        smap = json.load(open(sens))
+    else:
+        for k in ("model", "calib", "ppl_text", "work"):
+            if not getattr(a, k):
+                ap.error(f"--{k.replace('_', '-')} is required (unless --report)")
+        rows, sens, smap = measure(a)
+    render(a, rows, sens, smap)
+
+
+def measure(a):
+    """Quantizes and scores every plan; returns the rows, the sensitivity map's path and the map."""
 
     gp = [a.genperf]
     thr = ["--threads", str(a.threads)] if a.threads else []
@@ -145,6 +164,12 @@ def main():
         r["target_bpw"] = bpw
         r["matched_plan"] = x if x in bpw_of else None
 
+    return rows, sens, smap
+
+
+def render(a, rows, sens, smap):
+    """Writes OUT.md and OUT.json: the plans by bits per weight, and the auto plans' ratios."""
+    src = next(r for r in rows if r["plan"] == "source")
     # Markdown: one row per plan, by bits per weight.
     mc_names = [os.path.basename(f) for f in a.mc]
     head = ["plan", "bpw", "size MB", "x vs bf16", "ppl", "KL mean", "top-1"] + [f"MC {n} acc / pmi" for n in mc_names]
@@ -160,16 +185,30 @@ def main():
         lines.append("| " + " | ".join(cells) + " |")
 
     # The allocation against uniform quantization and q4_k_m at equal bits per weight: the KL
-    # increase ratio (auto / reference). Uniform at a bpw between two formats is interpolated
-    # linearly in log KL between its neighbours.
+    # increase ratio (auto / reference). Uniform quantization at a bpw is the best uniform format
+    # there: formats are first reduced to their frontier for the measure (a format is dropped when
+    # one with no more bits scores no worse; of two at one bpw the better stays), and a bpw between
+    # two frontier formats is interpolated linearly (in log KL for KL) between them.
     uni = sorted(((r["bpw"], r) for r in rows if r["plan"].startswith("uniform:")), key=lambda x: x[0])
 
+    def frontier(key):
+        out = []
+        for b, r in sorted(uni, key=lambda x: (x[0], x[1][key])):
+            if out and r[key] >= out[-1][1][key]:
+                continue
+            if out and abs(out[-1][0] - b) < 1e-6:
+                continue
+            out.append((b, r))
+        return out
+
     def uniform_at(bpw, key):
-        exact = [r for b, r in uni if abs(b - bpw) < 1e-6]
+        front = frontier(key)
+        exact = [r for b, r in front if abs(b - bpw) < 1e-6]
         if exact:
-            return min(r[key] for r in exact), "+".join(r["plan"] for r in exact)
-        lo = max(((b, r) for b, r in uni if b < bpw), default=None, key=lambda x: x[0])
-        hi = min(((b, r) for b, r in uni if b > bpw), default=None, key=lambda x: x[0])
+            tied = [r["plan"] for b, r in uni if abs(b - bpw) < 1e-6]
+            return exact[0][key], exact[0]["plan"] + (f" (best of {'+'.join(tied)})" if len(tied) > 1 else "")
+        lo = max(((b, r) for b, r in front if b < bpw), default=None, key=lambda x: x[0])
+        hi = min(((b, r) for b, r in front if b > bpw), default=None, key=lambda x: x[0])
         if not lo or not hi:
             return None, None
         t = (bpw - lo[0]) / (hi[0] - lo[0])
