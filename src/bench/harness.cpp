@@ -8,9 +8,7 @@
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 
-#ifndef GENPERF_COMMIT
-#define GENPERF_COMMIT "unknown"
-#endif
+#include "genperf_commit.h"  // GENPERF_COMMIT, written at build time (cmake/commit.cmake)
 #ifndef GENPERF_BUILD_TYPE
 #define GENPERF_BUILD_TYPE "unknown"
 #endif
