@@ -694,6 +694,14 @@ TEST(QLinear, LinearManyGivesTheBitsOfSeparateLinears) {
     }
   }
   set_num_threads(saved);
+  // Outputs without rows do nothing.
+  {
+    const Tensor w0 = Tensor::zeros({0, K}, DType::Q8_0);
+    Tensor y0 = Tensor::zeros({1, 0});
+    const Tensor x1 = random_tensor({1, K}, DType::F32, rng);
+    const ops::LinearOut none[] = {{&w0, nullptr, &y0}, {&w0, nullptr, &y0}};
+    ops::linear_many(x1, none);
+  }
   // A wrong shape is the same error as linear's.
   Tensor bad = Tensor::zeros({1, 3});
   const Tensor x1 = Tensor::zeros({1, K});

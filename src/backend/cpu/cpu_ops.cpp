@@ -211,6 +211,7 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
   const float* xp = x.data<float>();
   const size_t ldx = ld_floats(x);
   const int64_t units = int64_t(unit_job.size());
+  if (units == 0) return;  // every output has zero rows
   int64_t rows = 0;
   for (const Job& jb : jobs) rows += jb.N;
   const int nt = int(std::min<int64_t>(threads_for(rows * K), units));
