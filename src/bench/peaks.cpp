@@ -17,11 +17,12 @@
 namespace genperf::bench {
 
 // Each thread sums its share with the widest loads of the ISA level in use (the kernels' own
-// sum_row), as the GEMV kernels read weights, and as they do from several streams at once: the
-// share is cut into kStreams parts read in turn, 4 KiB from each. The buffer is 64-byte aligned.
-// Both matter on the Zen 5 VM this was written on (2 threads, one run, GB/s): a 16-byte aligned
-// single stream read 55, a 64-byte aligned one 71-78, four aligned streams 81-88; the integer
-// GEMV kernels, reading 4 weight rows at a time, reached up to 72 while the first probe said 61.
+// sum_row), from several streams at once: the share is cut into kStreams parts read in turn,
+// 4 KiB from each, so that the figure is what the memory system delivers rather than what one
+// stream per core draws. The buffer is 64-byte aligned. Both matter on the Zen 5 VM this was
+// written on (2 threads, one run, GB/s): a 16-byte aligned single stream read 55, a 64-byte
+// aligned one 71-78, four aligned streams 81-88; the integer GEMV kernels (one contiguous range
+// of rows per thread) reached up to 72 while the first probe said 61.
 namespace {
 constexpr size_t kStreams = 4, kPieceFloats = 1024;
 }
