@@ -192,17 +192,16 @@ def render(a, rows, sens, smap):
     uni = sorted(((r["bpw"], r) for r in rows if r["plan"].startswith("uniform:")), key=lambda x: x[0])
 
     def frontier(key):
-        out = []
+        out = []  # by bpw, then measure: a later point with no better measure is dropped
         for b, r in sorted(uni, key=lambda x: (x[0], x[1][key])):
-            if out and r[key] >= out[-1][1][key]:
-                continue
-            if out and abs(out[-1][0] - b) < 1e-6:
-                continue
-            out.append((b, r))
+            if not out or r[key] < out[-1][1][key]:
+                out.append((b, r))
         return out
 
+    fronts = {key: frontier(key) for key in ("kl", "ppl")}
+
     def uniform_at(bpw, key):
-        front = frontier(key)
+        front = fronts[key]
         exact = [r for b, r in front if abs(b - bpw) < 1e-6]
         if exact:
             tied = [r["plan"] for b, r in uni if abs(b - bpw) < 1e-6]

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"

@@ -6,7 +6,8 @@
 namespace genperf::bench {
 
 // Read bandwidth in GB/s (1e9 bytes/s): every thread (genperf::num_threads()) sums its share of a
-// 1 GiB buffer; median of 5 after one warm-up pass. The decode floor is weight bytes over this.
+// 1 GiB buffer, 64-byte aligned, as four streams; median of 5 after one warm-up pass
+// (BandwidthProbe). The decode floor is weight bytes over this.
 double measure_bandwidth_gbs();
 
 // The same measurement on a buffer kept between calls, for figures paired with a measurement

@@ -106,6 +106,23 @@ QGemvFn qgemm_for(DType wt) {
   return qgemm_avx512(wt, cpu_features().avx512_vnni);
 }
 
+// The GEMV kernel of the selected level for weights of type wt, else the scalar one: the integer
+// GEMV for the block formats (q), the float GEMV otherwise (f); exactly one is set.
+struct GemvKernel {
+  QGemvFn q = nullptr;
+  GemvFn f = nullptr;
+};
+GemvKernel gemv_kernel(DType wt) {
+  const Kernels &kr = kernels(), &gen = kernels_generic();
+  GemvKernel k;
+  if (gen.qgemv[size_t(wt)])
+    k.q = kr.qgemv[size_t(wt)] ? kr.qgemv[size_t(wt)] : gen.qgemv[size_t(wt)];
+  else
+    k.f = kr.gemv[size_t(wt)] ? kr.gemv[size_t(wt)] : gen.gemv[size_t(wt)];
+  GP_CHECK(k.q || k.f, "[linear] no GEMV kernel for weights of type ", dtype_name(wt));
+  return k;
+}
+
 // x's rows quantized to 8-bit blocks for the integer kernels (qkernels.h), into the calling
 // thread's buffer, kept between calls (valid until its next call).
 QAct quantize_rows(const Tensor& x, int64_t T, int64_t K) {
@@ -125,10 +142,7 @@ QAct quantize_rows(const Tensor& x, int64_t T, int64_t K) {
 // thread's, kept between calls.
 void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                   int64_t K, int64_t N, QGemvFn gemm = nullptr) {
-  const Kernels& kr = kernels();
-  QGemvFn f = gemm ? gemm : kr.qgemv[size_t(w.dtype())];
-  if (!f) f = kernels_generic().qgemv[size_t(w.dtype())];
-  GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
+  const QGemvFn f = gemm ? gemm : gemv_kernel(w.dtype()).q;
   if (T == 0 || N == 0) return;
   const QAct a = quantize_rows(x, T, K);
   std::vector<float> bias_keep;
@@ -166,8 +180,7 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
   if (T == 0) return;
   constexpr int64_t kUnit = 16;
   struct Job {
-    QGemvFn q = nullptr;  // integer GEMV over the quantized rows, or
-    GemvFn f = nullptr;   // the float GEMV over x
+    GemvKernel k;  // over the quantized rows (k.q) or x (k.f)
     const void* w;
     size_t ldw;
     int64_t N;
@@ -176,29 +189,25 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
     size_t ldy;
     std::vector<float> bias_keep;
   };
-  const Kernels& kr = kernels();
   std::vector<Job> jobs(outs.size());
   std::vector<int64_t> unit_job;  // the job of each unit
   std::vector<int64_t> job_unit0;  // the first unit of each job
   std::vector<double> cost_mid;    // cost of the units before u plus half of u's
   double total = 0;
+  int64_t rows = 0;
   bool any_q = false;
   for (size_t j = 0; j < outs.size(); ++j) {
     const ops::LinearOut& o = outs[j];
-    const DType wt = o.w->dtype();
     Job& jb = jobs[j];
-    if (kernels_generic().qgemv[size_t(wt)]) {
-      jb.q = kr.qgemv[size_t(wt)] ? kr.qgemv[size_t(wt)] : kernels_generic().qgemv[size_t(wt)];
-      any_q = true;
-    } else {
-      jb.f = kr.gemv[size_t(wt)] ? kr.gemv[size_t(wt)] : kernels_generic().gemv[size_t(wt)];
-    }
+    jb.k = gemv_kernel(o.w->dtype());
+    any_q = any_q || jb.k.q;
     jb.w = o.w->raw();
     jb.ldw = o.w->stride(0);
     jb.N = o.w->size(0);
     jb.bias = o.bias ? as_f32(*o.bias, jb.bias_keep) : nullptr;
     jb.y = o.y->data<float>();
     jb.ldy = ld_floats(*o.y);
+    rows += jb.N;
     job_unit0.push_back(int64_t(unit_job.size()));
     for (int64_t n = 0; n < jb.N; n += kUnit) {
       const double c = double(std::min(kUnit, jb.N - n)) * double(jb.ldw);
@@ -212,8 +221,6 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
   const size_t ldx = ld_floats(x);
   const int64_t units = int64_t(unit_job.size());
   if (units == 0) return;  // every output has zero rows
-  int64_t rows = 0;
-  for (const Job& jb : jobs) rows += jb.N;
   const int nt = int(std::min<int64_t>(threads_for(rows * K), units));
 #pragma omp parallel num_threads(nt)
   {
@@ -229,10 +236,10 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
       const Job& jb = jobs[size_t(j)];
       const int64_t n0 = (u - job_unit0[size_t(j)]) * kUnit,
                     n1 = std::min(jb.N, (v - job_unit0[size_t(j)]) * kUnit);
-      if (jb.q)
-        jb.q(a, T, jb.w, jb.ldw, n0, n1, jb.bias, jb.y, jb.ldy);
+      if (jb.k.q)
+        jb.k.q(a, T, jb.w, jb.ldw, n0, n1, jb.bias, jb.y, jb.ldy);
       else
-        jb.f(xp, ldx, T, jb.w, jb.ldw, K, n0, n1, jb.bias, jb.y, jb.ldy);
+        jb.k.f(xp, ldx, T, jb.w, jb.ldw, K, n0, n1, jb.bias, jb.y, jb.ldy);
       u = v;
     }
   }
@@ -247,10 +254,8 @@ bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
 
 void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {
-  if (kernels_generic().qgemv[size_t(w.dtype())]) return linear_qgemv(x, w, bias, y, T, K, N);
-  GemvFn f = kernels().gemv[size_t(w.dtype())];
-  if (!f) f = kernels_generic().gemv[size_t(w.dtype())];
-  GP_CHECK(f, "[linear] no GEMV kernel for weights of type ", dtype_name(w.dtype()));
+  const GemvFn f = gemv_kernel(w.dtype()).f;
+  if (!f) return linear_qgemv(x, w, bias, y, T, K, N);
   if (T == 0 || N == 0) return;
   std::vector<float> bias_keep;
   const float* b = bias ? as_f32(*bias, bias_keep) : nullptr;

@@ -141,13 +141,13 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   const float eps = float(c.rms_norm_eps);
   const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
+  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
   ops::embedding(embed_, tokens, x);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
     ops::rms_norm(x, l.attn_norm, eps, h);
     // New keys and values go straight into the cache rows p0 .. p0+T-1.
     Tensor kc = s.k_[li].slice(0, p0, T), vc = s.v_[li].slice(0, p0, T);
-    auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
     const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kc}, {&l.wv, bias(l.bv), &vc}};
     ops::linear_many(h, qkv);
     ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
