@@ -55,14 +55,25 @@ const Peaks& peaks() {
 
 DType dtype_arg(int64_t v) { return DType(v); }
 
+// Argument 4 (where given) 1: the weights as the model holds them, ops::prepare_weight's
+// layout (rows interleaved by 16 for the packable block formats); 0: as stored.
+bool packed_arg(const benchmark::State& state, int i) { return state.range(i) != 0; }
+Tensor maybe_prepared(const Tensor& w, bool packed) { return packed ? ops::prepare_weight(w) : w; }
+std::string layout_label(DType wt, const Tensor& w) {
+  return std::string(dtype_name(wt)) + (w.layout() == Layout::kRows16 ? " packed" : "");
+}
+
 // y[1, N] = x[1, K] · w[N, K]^T, weights rotating over copies that cannot stay in cache.
 void BM_Gemv(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
+  const bool packed = packed_arg(state, 4);
   const double bytes = double(bytes_for(wt, N * K));
   const int copies = int(std::max(2.0, std::ceil(512.0 * (1 << 20) / bytes)));
-  std::vector<Tensor> ws = {random({N, K}, wt, 100, 0.05)};
-  for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());  // same values, other memory
+  const Tensor base = random({N, K}, wt, 100, 0.05);
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies; ++c)  // same values, other memory
+    ws.push_back(maybe_prepared(c == 0 ? base : base.clone(), packed));
   const Tensor x = random({T, K}, DType::F32, 7);
   Tensor y = Tensor::zeros({T, N});
   // The floor of this repetition: read bandwidth measured just before it (bw_frac), besides the
@@ -82,7 +93,7 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["bw_frac0"] = benchmark::Counter(bytes * 1e-9 / peaks().bandwidth_gbs,
                                                   benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bw_GB/s"] = bw_now;
-  state.SetLabel(dtype_name(wt));
+  state.SetLabel(layout_label(wt, ws[0]));
 }
 
 // The same with a single copy of weights small enough to stay in cache: the kernel's compute
@@ -92,7 +103,8 @@ void BM_QGemvHot(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
   const double bytes = double(bytes_for(wt, N * K));
-  const Tensor w = random({N, K}, wt, 100, 0.05), x = random({T, K}, DType::F32, 7);
+  const Tensor w = maybe_prepared(random({N, K}, wt, 100, 0.05), packed_arg(state, 4)),
+               x = random({T, K}, DType::F32, 7);
   Tensor y = Tensor::zeros({T, N});
   for (auto _ : state) {
     ops::linear(x, w, nullptr, y);
@@ -100,14 +112,15 @@ void BM_QGemvHot(benchmark::State& state) {
   }
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(dtype_name(wt));
+  state.SetLabel(layout_label(wt, w));
 }
 
 // y[T, N] = x[T, K] · w[N, K]^T through ops::linear (oneDNN at this T).
 void BM_Gemm(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t N = state.range(1), K = state.range(2), T = state.range(3);
-  const Tensor w = random({N, K}, wt, 5, 0.05), x = random({T, K}, DType::F32, 6);
+  const Tensor w = maybe_prepared(random({N, K}, wt, 5, 0.05), packed_arg(state, 4)),
+               x = random({T, K}, DType::F32, 6);
   Tensor y = Tensor::zeros({T, N});
   for (auto _ : state) {
     ops::linear(x, w, nullptr, y);
@@ -119,7 +132,7 @@ void BM_Gemm(benchmark::State& state) {
   const int peak = traits(wt).block_size > 1 ? int(DType::BF16) : int(wt);
   state.counters["peak_frac"] = benchmark::Counter(flops * 1e-9 / peaks().gemm_gflops[peak],
                                                    benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(dtype_name(wt));
+  state.SetLabel(layout_label(wt, w));
 }
 
 // One path of linear pinned (0: GEMV kernels, 1: oneDNN, 2: the integer GEMM of the block
@@ -181,26 +194,30 @@ constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
 void gemv_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kBF16, kF16, kF32})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
-      b->Args({t, nk.first, nk.second, 1});
+      b->Args({t, nk.first, nk.second, 1, 0});
 }
+bool has_packed_layout(int64_t t) { return t == kQ4_0 || t == kQ4_K || t == kQ6_K || t == kQ8_0; }
 // Block formats, decode: the 110M model's head and MLP, and a 7B model's MLP (11008 x 4096, both
-// ways: 25 to 47 MB packed).
+// ways: 25 to 47 MB packed); the packable formats stored and packed, one after the other.
 void qgemv_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
              {32000, 768}, {2048, 768}, {11008, 4096}, {4096, 11008}})
-      b->Args({t, nk.first, nk.second, 1});
+      for (int64_t packed : {0, 1})
+        if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 1, packed});
 }
 void qgemv_hot_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {128, 4096}})
-      b->Args({t, nk.first, nk.second, 1});
+      for (int64_t packed : {0, 1})
+        if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 1, packed});
 }
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kF32, kBF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
              {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
-      b->Args({t, nk.first, nk.second, 512});
+      for (int64_t packed : {0, 1})
+        if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 512, packed});
 }
 void rows_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kBF16, kF16, kF32})

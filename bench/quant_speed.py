@@ -9,6 +9,10 @@ GB/s of packed weights as a fraction of the measured read bandwidth, and peak RS
 Never run in CI (minutes; needs an otherwise idle machine).
 
   /usr/bin/python3 bench/quant_speed.py --shape 110m --formats q4_0,q4_k,q6_k,q8_0,q4_k_m
+
+--stored also runs every quantized file with GENPERF_PACK=0 (weights kept in their stored row
+layout instead of ops::prepare_weight's packed one), in the same rounds, as rows "<format> stored",
+and reports the per-round ratios packed / stored.
 """
 import argparse, json, os, statistics, subprocess, sys
 
@@ -16,8 +20,8 @@ here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"quant_speed: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
     return r.stdout
@@ -39,6 +43,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--work", default="/tmp/gp-quant-speed")
     ap.add_argument("--out", help="also write the table and raw records to OUT.md / OUT.json")
+    ap.add_argument("--stored", action="store_true", help="also run each quantized file with GENPERF_PACK=0")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     thr = ["--threads", str(a.threads)] if a.threads else []
@@ -48,6 +53,9 @@ def main():
         recipe = f if f == "q4_k_m" else f"uniform:{f}"
         run([a.genperf, "quantize", "--model", f"random:{a.shape}", "--out", path, "--recipe", recipe] + thr)
         models[f] = path
+        if a.stored:
+            models[f + " stored"] = path
+    stored_env = dict(os.environ, GENPERF_PACK="0")
     bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",
                          "--prefill", "16", "--decode-tokens", "2"] + thr))
     peak_bw = bw.get("machine", {}).get("bandwidth_gbs")
@@ -55,7 +63,7 @@ def main():
     for i in range(a.rounds):
         for k, m in models.items():
             out = run([a.genperf, "bench", "infer", "--model", m, "--json", "--no-peaks", "--reps", str(a.reps),
-                       "--prefill", str(a.prefill)] + thr)
+                       "--prefill", str(a.prefill)] + thr, env=stored_env if k.endswith(" stored") else None)
             recs[k].append(json.loads(out))
         print(f"  round {i + 1}/{a.rounds} done", file=sys.stderr)
 
@@ -82,6 +90,15 @@ def main():
                      f"{dm:.1f} [{dl:.1f}, {dh:.1f}] | {statistics.median(dr):.2f} | {gbs:.1f} | {frac} | {rss:.0f} |")
         summary[k] = dict(prefill=p, decode=d, prefill_ratio=pr, decode_ratio=dr, decode_gbs=gbs, peak_rss_mb=rss,
                           weights_mb=wb)
+    if a.stored:
+        lines += ["", "| weights | packed / stored prefill | packed / stored decode |", "|---|---|---|"]
+        for k in models:
+            if k + " stored" not in models:
+                continue
+            pr = [pf(r) / pf(b) for r, b in zip(recs[k], recs[k + " stored"])]
+            dr = [dc(r) / dc(b) for r, b in zip(recs[k], recs[k + " stored"])]
+            lines.append("| %s | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] |" % ((k,) + med_min_max(pr) + med_min_max(dr)))
+            summary[k]["packed_over_stored"] = dict(prefill=pr, decode=dr)
     text = "\n".join(lines)
     print(text)
     if a.out:

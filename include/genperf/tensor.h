@@ -19,11 +19,19 @@ const char* device_name(Device d);
 
 constexpr int kMaxDims = 4;
 
+// How a storage's bytes are ordered. kRows is the dtype's own row-major layout (the files' one);
+// kRows16 is the CPU backend's for linear weights of the block formats: rows interleaved in
+// groups of 16, field by field (src/backend/cpu/qpack.h). A kRows16 tensor is only a linear's
+// weight: the ops that read it elsewhere, and copies and conversions, refuse it.
+enum class Layout : uint8_t { kRows = 0, kRows16 };
+
 // A block of memory and whatever keeps it alive (a heap allocation, an mmap, a parent buffer).
 struct Storage {
   void* data = nullptr;
   size_t bytes = 0;
   Device device = Device::CPU;
+  Layout layout = Layout::kRows;
+  bool file_backed = false;  // borrowed from a read-only file mapping (its pages can be dropped)
   std::shared_ptr<void> owner;
 
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device = Device::CPU);
@@ -43,6 +51,7 @@ class Tensor {
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
+  Layout layout() const { return storage_ ? storage_->layout : Layout::kRows; }
   Device device() const { return storage_ ? storage_->device : Device::CPU; }
   int ndim() const { return ndim_; }
   int64_t size(int d) const { return shape_[norm_dim(d)]; }

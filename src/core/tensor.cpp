@@ -118,6 +118,8 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t length) const {
   const int d = norm_dim(dim);
   GP_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "[tensor] slice [", start,
            ", ", start + length, ") out of range for dimension ", d, " of ", describe());
+  GP_CHECK(layout() == Layout::kRows, "[tensor] slice of ", describe(),
+           ": a weight packed for the CPU kernels (rows interleaved) has no row views");
   Tensor t = *this;
   if (d == ndim_ - 1) {
     const int64_t bs = traits(dtype_).block_size;
@@ -155,6 +157,9 @@ Tensor Tensor::to(DType dtype) const {
 void Tensor::copy_from(const Tensor& src) {
   GP_CHECK(src.shape() == shape(), "[tensor] copy from ", src.describe(), " into ", describe(),
            ": shapes differ");
+  GP_CHECK(src.layout() == Layout::kRows && layout() == Layout::kRows, "[tensor] copy from ",
+           src.describe(), " into ", describe(),
+           ": a weight packed for the CPU kernels (rows interleaved) is read by linear only");
   if (numel() == 0) return;
   const auto& st = traits(src.dtype_);
   const auto& dt = traits(dtype_);

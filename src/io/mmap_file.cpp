@@ -75,7 +75,11 @@ Tensor tensor_from_file(const std::shared_ptr<MmapFile>& file, size_t offset,
                         const std::vector<int64_t>& shape, DType dtype) {
   uint8_t* p = file->data_ + offset;
   const size_t align = traits(dtype).block_size == 1 ? traits(dtype).block_bytes : 1;
-  if (reinterpret_cast<uintptr_t>(p) % align == 0) return Tensor::wrap(p, shape, dtype, file);
+  if (reinterpret_cast<uintptr_t>(p) % align == 0) {
+    Tensor t = Tensor::wrap(p, shape, dtype, file);
+    t.storage()->file_backed = file->mapped_;
+    return t;
+  }
   Tensor t = Tensor::zeros(shape, dtype);
   if (t.nbytes() > 0) std::memcpy(t.raw(), p, t.nbytes());
   return t;

@@ -63,6 +63,8 @@ LinearDims check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
   GP_CHECK(x.size(-1) == w.size(1), "[linear] x ", x.describe(), " and w ", w.describe(),
            ": inner dimensions differ");
   const int64_t T = rows_of(x), K = w.size(1), N = w.size(0);
+  GP_CHECK(w.layout() == Layout::kRows || (w.size(0) % 16 == 0 && w.is_contiguous()), "[linear] w ",
+           w.describe(), ": a packed weight must be whole (ops::prepare_weight's result)");
   GP_CHECK(rows_of(y) == T && y.size(-1) == N && y.ndim() == x.ndim(), "[linear] y ", y.describe(),
            ": expected [", T, ", ", N, "] for x ", x.describe(), " and w ", w.describe());
   if (bias) check_vec("linear", "bias", *bias, N);
@@ -71,6 +73,8 @@ LinearDims check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, co
 
 void check_embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) {
   check_matrix("embedding", "table", table);
+  GP_CHECK(table.layout() == Layout::kRows, "[embedding] table ", table.describe(),
+           " is packed for linear (ops::prepare_weight); an embedding reads the stored rows");
   check_act("embedding", "out", out);
   const int64_t V = table.size(0), K = table.size(1);
   GP_CHECK(rows_of(out) == int64_t(ids.size()) && out.size(-1) == K, "[embedding] out ",
@@ -149,6 +153,11 @@ void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
     K = d.K;
   }
   if (!outs.empty()) cpu::linear_many(x, outs, T, K);
+}
+
+Tensor prepare_weight(const Tensor& w) {
+  GP_CHECK(w.defined(), "[prepare_weight] undefined tensor");
+  return cpu::prepare_weight(w);
 }
 
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
@@ -24,8 +25,15 @@ const char* row_ptr(const Tensor& t, int64_t i) {
 }
 char* row_ptr(Tensor& t, int64_t i) { return static_cast<char*>(t.raw()) + size_t(i) * ld_of(t); }
 
-// Converts row i of a (possibly 1-D) tensor of any type to f32.
+// Converts row i of a (possibly 1-D) tensor of any type to f32; a packed weight's row is first
+// put back in the stored layout.
 void row_to_f32(const Tensor& t, int64_t i, float* dst, int64_t n) {
+  if (t.layout() == Layout::kRows16) {
+    std::vector<uint8_t> row(t.stride(0));
+    cpu::unpack_row16(t.dtype(), t.data<uint8_t>(), i, n, row.data());
+    traits(t.dtype()).to_f32(row.data(), dst, n);
+    return;
+  }
   traits(t.dtype()).to_f32(row_ptr(t, i), dst, n);
 }
 }  // namespace

@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/qkernels.h"
+#include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "ops/ops.h"
@@ -707,4 +708,194 @@ TEST(QLinear, LinearManyGivesTheBitsOfSeparateLinears) {
   const Tensor x1 = Tensor::zeros({1, K});
   const ops::LinearOut outs[] = {{&ws[0], nullptr, &bad}};
   EXPECT_THROW(ops::linear_many(x1, outs), Error);
+}
+
+// ---- weights packed for the integer kernels (qpack.h, ops::prepare_weight) ----
+
+namespace {
+
+const DType kPackable[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+
+Tensor packed_copy(const Tensor& w) {
+  Tensor p = Tensor::zeros(w.shape(), w.dtype());
+  cpu::pack_rows16(w.dtype(), w.data<uint8_t>(), w.stride(0), w.size(0), w.size(1),
+                   p.data<uint8_t>());
+  p.storage()->layout = Layout::kRows16;
+  return p;
+}
+
+// The packed kernels this CPU runs, each with whether it is a GEMM (row ranges in 32s).
+std::vector<std::pair<std::string, cpu::QGemvFn>> packed_kernels(DType wt) {
+  std::vector<std::pair<std::string, cpu::QGemvFn>> k = {{"generic", cpu::qgemv_packed_generic(wt)}};
+  if (isa() == Isa::Avx512 && cpu_features().avx512_vnni) {
+    k.push_back({"avx512", cpu::qgemv_packed_avx512(wt)});
+    k.push_back({"avx512-gemm", cpu::qgemm_packed_avx512(wt)});
+  }
+  return k;
+}
+
+}  // namespace
+
+TEST(QPack, PackingRoundTripsAndFollowsTheLayout) {
+  Rng rng(announce_seed(60, "QPack.PackingRoundTripsAndFollowsTheLayout"));
+  for (DType wt : kPackable) {
+    const int64_t K = is_k_quant(wt) ? 512 : 96, N = 48;
+    Tensor w = Tensor::zeros({N, K}, wt);
+    for (size_t i = 0; i < w.nbytes(); ++i) w.data<uint8_t>()[i] = rbyte(rng);
+    const Tensor p = packed_copy(w);
+    std::vector<uint8_t> row(w.stride(0));
+    for (int64_t n = 0; n < N; ++n) {
+      cpu::unpack_row16(wt, p.data<uint8_t>(), n, K, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), w.row<uint8_t>(n), row.size()), 0) << dtype_name(wt) << " row " << n;
+    }
+  }
+  // Hand-checked places: Q8_0 row 17 (group 1, row 1), block 2: its f16 scale at 2 x 1 of the
+  // packed block, quant byte 4k + i at 32 + 64k + 4 x 1 + i with the top bit flipped.
+  Tensor w = Tensor::zeros({32, 96}, DType::Q8_0);
+  for (size_t i = 0; i < w.nbytes(); ++i) w.data<uint8_t>()[i] = rbyte(rng);
+  const Tensor p = packed_copy(w);
+  const uint8_t* blk = w.row<uint8_t>(17) + 2 * 34;
+  const uint8_t* pb = p.data<uint8_t>() + 16 * w.stride(0) + 2 * 16 * 34;
+  EXPECT_EQ(std::memcmp(pb + 2, blk, 2), 0);
+  for (int k = 0; k < 8; ++k)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(pb[32 + 64 * k + 4 + i], blk[2 + 4 * k + i] ^ 0x80);
+  EXPECT_THROW(cpu::pack_rows16(DType::Q4_1, w.data<uint8_t>(), 20, 16, 32, nullptr), Error);
+  EXPECT_THROW(cpu::pack_rows16(DType::Q8_0, w.data<uint8_t>(), w.stride(0), 24, 96, nullptr), Error);
+}
+
+TEST(QPack, PackedKernelsGiveTheExactProduct) {
+  // Exact blocks (see above) packed: every packed kernel returns the exact product, over row
+  // ranges that start at 16 and at every tail of the 4-row tiles (GEMV) and 6-row tiles (GEMM).
+  Rng rng(announce_seed(61, "QPack.PackedKernelsGiveTheExactProduct"));
+  for (DType wt : kPackable) {
+    const auto fns = packed_kernels(wt);
+    for (int64_t K : k_sizes(wt, true))
+      for (int64_t N : {16, 48}) {
+        if (K >= 4096 && N > 16) continue;
+        const int64_t T = N == 16 ? 7 : 3;
+        SCOPED_TRACE(label(wt, T, K, N));
+        const Tensor w = exact_weights(wt, N, K, rng);
+        const Tensor p = packed_copy(w);
+        const Tensor x = exact_activations(T, K, rng);
+        std::vector<float> bias(static_cast<size_t>(N));
+        for (auto& b : bias) b = 0.0078125f * float(rint_in(rng, -1000, 1000));
+        const auto want = exact_product(x, w, bias.data());
+        Act act(T, K);
+        for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
+        for (const auto& [name, fn] : fns)
+          for (int64_t t1 = 1; t1 <= T; ++t1) {
+            std::vector<float> y(size_t(T * N), -7.0f);
+            const int64_t n0 = N > 16 && name != "avx512-gemm" ? 16 : 0;
+            fn(act.a, t1, p.raw(), p.stride(0), n0, N, bias.data(), y.data(), size_t(N));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < T * N; ++i) {
+              const bool written = i / N < t1 && i % N >= n0;
+              const double got = y[size_t(i)], exp = written ? want[size_t(i)] : -7.0;
+              if (got != exp && bad++ < 3)
+                ADD_FAILURE() << name << " T=" << t1 << ": element " << i << " got " << got << " want " << exp;
+            }
+            ASSERT_EQ(bad, 0) << name;
+          }
+      }
+  }
+}
+
+TEST(QPack, LinearOnPreparedWeightsMatchesTheStoredOnes) {
+  // ops::prepare_weight's result through ops::linear (GEMV at T <= 16, GEMM beyond) against the
+  // scalar GEMV of the stored weights, within the SIMD tolerance; a strided x and y; the scalar
+  // reference reads the packed rows exactly; at the generic level the packed weight still runs.
+  Rng rng(announce_seed(62, "QPack.LinearOnPreparedWeightsMatchesTheStoredOnes"));
+  for (DType wt : kPackable) {
+    const int64_t K = is_k_quant(wt) ? 768 : 736, N = 80;
+    const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
+    const Tensor p = ops::prepare_weight(w);
+    const bool packs = isa() == Isa::Avx512 && cpu_features().avx512_vnni;
+    EXPECT_EQ(p.layout() == Layout::kRows16, packs) << dtype_name(wt);
+    const Tensor b = random_tensor({N}, DType::F32, rng);
+    for (int64_t T : {1, 4, 5, 16, 17, 40}) {
+      SCOPED_TRACE(label(wt, T, K, N));
+      const Tensor xw = random_tensor({T, K + 9}, DType::F32, rng);
+      const Tensor x = xw.slice(1, 0, K);
+      Act act(T, K);
+      for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
+      const auto mag = magnitudes(w, act, T);
+      const auto ref = run_gemv(cpu::qgemv_generic(wt), act.a, T, w, b.data<float>());
+      Tensor yw = Tensor::zeros({T, N + 5});
+      Tensor y = yw.slice(1, 2, N);
+      ops::linear(x, p, &b, y);
+      int64_t bad = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+          const double got = y.row<float>(t)[n], want = ref[size_t(t * N + n)];
+          if (!(std::fabs(got - want) <= 1e-6 * mag[size_t(t * N + n)] + 1e-30) && bad++ < 3)
+            ADD_FAILURE() << "row " << t << " col " << n << " got " << got << " want " << want;
+        }
+      EXPECT_EQ(bad, 0);
+      EXPECT_EQ(yw.row<float>(0)[0], 0.0f);
+      EXPECT_EQ(yw.row<float>(T - 1)[N + 4], 0.0f);
+    }
+    // The scalar reference decodes the packed rows to the stored values.
+    const Tensor x = random_tensor({2, K}, DType::F32, rng);
+    Tensor y1 = Tensor::zeros({2, N}), y2 = Tensor::zeros({2, N});
+    ops::ref::linear(x, w, &b, y1);
+    ops::ref::linear(x, p, &b, y2);
+    EXPECT_EQ(std::memcmp(y1.raw(), y2.raw(), y1.nbytes()), 0) << dtype_name(wt);
+    if (!packs) continue;
+    // At the generic level: the packed rows unpacked, then the scalar GEMV (exactly its values).
+    {
+      IsaLevels levels;
+      set_isa(Isa::Generic);
+      Act act(2, K);
+      for (int64_t t = 0; t < 2; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
+      const auto ref = run_gemv(cpu::qgemv_generic(wt), act.a, 2, w, b.data<float>());
+      Tensor y = Tensor::zeros({2, N});
+      ops::linear(x, p, &b, y);
+      EXPECT_EQ(std::memcmp(y.raw(), ref.data(), y.nbytes()), 0) << dtype_name(wt) << " generic";
+    }
+    // A packed weight is a linear's only: embedding, copies and row views refuse it.
+    std::vector<int32_t> ids = {0, 1};
+    Tensor e = Tensor::zeros({2, K});
+    EXPECT_THROW(ops::embedding(p, ids, e), Error);
+    EXPECT_THROW(p.clone(), Error);
+    EXPECT_THROW(p.to(DType::F32), Error);
+    EXPECT_THROW(p.slice(0, 0, 16), Error);
+  }
+  // What has no packed layout, or no whole groups of 16 rows, stays as it is.
+  for (const Tensor& w : {random_tensor({32, 256}, DType::F32, rng).to(DType::Q4_1),
+                          random_tensor({24, 256}, DType::F32, rng).to(DType::Q4_K),
+                          random_tensor({32, 256}, DType::F32, rng).to(DType::BF16)}) {
+    const Tensor p = ops::prepare_weight(w);
+    EXPECT_EQ(p.layout(), Layout::kRows) << w.describe();
+    EXPECT_EQ(p.raw(), w.raw()) << w.describe();
+  }
+}
+
+TEST(QPack, LinearManyMixesPackedAndStoredWeights) {
+  // A layer's outputs when some weights are packed: the bits of separate linear calls.
+  Rng rng(announce_seed(63, "QPack.LinearManyMixesPackedAndStoredWeights"));
+  const int64_t K = 512;
+  std::vector<Tensor> ws = {ops::prepare_weight(random_tensor({208, K}, DType::F32, rng, 0.1).to(DType::Q4_K)),
+                            random_tensor({37, K}, DType::F32, rng, 0.1).to(DType::Q8_0),
+                            ops::prepare_weight(random_tensor({48, K}, DType::F32, rng, 0.1).to(DType::Q6_K)),
+                            ops::prepare_weight(random_tensor({32, K}, DType::F32, rng, 0.1).to(DType::Q4_0))};
+  const int saved = num_threads();
+  for (int64_t T : {1, 3}) {
+    const Tensor x = random_tensor({T, K}, DType::F32, rng);
+    for (int nt : {1, 2, 3}) {
+      set_num_threads(nt);
+      std::vector<Tensor> want, got;
+      std::vector<ops::LinearOut> outs;
+      for (const Tensor& w : ws) {
+        want.push_back(Tensor::zeros({T, w.size(0)}));
+        ops::linear(x, w, nullptr, want.back());
+        got.push_back(Tensor::zeros({T, w.size(0)}));
+      }
+      for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], nullptr, &got[i]});
+      ops::linear_many(x, outs);
+      for (size_t i = 0; i < ws.size(); ++i)
+        EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), got[i].nbytes()), 0)
+            << ws[i].describe() << " T=" << T << " threads " << nt;
+    }
+  }
+  set_num_threads(saved);
 }

@@ -9,12 +9,17 @@
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/qkernels.h"
+#include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 
@@ -100,10 +105,15 @@ void split_rows(int64_t N, int64_t K, const Fn& fn, int64_t step = 16) {
   }
 }
 
-// The integer GEMM of the selected level for the weight type (qkernels.h), null where none.
-QGemvFn qgemm_for(DType wt) {
+bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
+// The packed kernels' level is selected (they exist for AVX-512 VNNI only).
+bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni; }
+
+// The integer GEMM of the selected level for the weight (qkernels.h), null where none.
+QGemvFn qgemm_for(const Tensor& w) {
+  if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : nullptr;
   if (isa() != Isa::Avx512) return nullptr;
-  return qgemm_avx512(wt, cpu_features().avx512_vnni);
+  return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
 }
 
 // The GEMV kernel of the selected level for weights of type wt, else the scalar one: the integer
@@ -112,9 +122,15 @@ struct GemvKernel {
   QGemvFn q = nullptr;
   GemvFn f = nullptr;
 };
-GemvKernel gemv_kernel(DType wt) {
+GemvKernel gemv_kernel(const Tensor& w) {
+  const DType wt = w.dtype();
   const Kernels &kr = kernels(), &gen = kernels_generic();
   GemvKernel k;
+  if (packed(w)) {  // a packed weight read at another level (a test's or GENPERF_ISA's)
+    k.q = packed_level() ? qgemv_packed_avx512(wt) : qgemv_packed_generic(wt);
+    GP_CHECK(k.q, "[linear] no kernel for packed weights of type ", dtype_name(wt));
+    return k;
+  }
   if (gen.qgemv[size_t(wt)])
     k.q = kr.qgemv[size_t(wt)] ? kr.qgemv[size_t(wt)] : gen.qgemv[size_t(wt)];
   else
@@ -142,7 +158,7 @@ QAct quantize_rows(const Tensor& x, int64_t T, int64_t K) {
 // thread's, kept between calls.
 void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                   int64_t K, int64_t N, QGemvFn gemm = nullptr) {
-  const QGemvFn f = gemm ? gemm : gemv_kernel(w.dtype()).q;
+  const QGemvFn f = gemm ? gemm : gemv_kernel(w).q;
   if (T == 0 || N == 0) return;
   const QAct a = quantize_rows(x, T, K);
   std::vector<float> bias_keep;
@@ -158,6 +174,10 @@ void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
             int64_t N) {
+  if (packed(w)) {  // the integer kernels only: the decoded panels read the stored layout
+    const QGemvFn g = T > kQuantGemvMaxRows ? qgemm_for(w) : nullptr;
+    return linear_qgemv(x, w, bias, y, T, K, N, g);
+  }
   if (T <= gemv_max_rows(w.dtype()) && has_gemv(w.dtype()))
     linear_gemv(x, w, bias, y, T, K, N);
   else if (!linear_qgemm(x, w, bias, y, T, K, N))
@@ -199,7 +219,7 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
   for (size_t j = 0; j < outs.size(); ++j) {
     const ops::LinearOut& o = outs[j];
     Job& jb = jobs[j];
-    jb.k = gemv_kernel(o.w->dtype());
+    jb.k = gemv_kernel(*o.w);
     any_q = any_q || jb.k.q;
     jb.w = o.w->raw();
     jb.ldw = o.w->stride(0);
@@ -247,14 +267,14 @@ void linear_many(const Tensor& x, std::span<const ops::LinearOut> outs, int64_t 
 
 bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                   int64_t K, int64_t N) {
-  const QGemvFn g = qgemm_for(w.dtype());
+  const QGemvFn g = qgemm_for(w);
   if (g) linear_qgemv(x, w, bias, y, T, K, N, g);
   return g != nullptr;
 }
 
 void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {
-  const GemvFn f = gemv_kernel(w.dtype()).f;
+  const GemvFn f = gemv_kernel(w).f;
   if (!f) return linear_qgemv(x, w, bias, y, T, K, N);
   if (T == 0 || N == 0) return;
   std::vector<float> bias_keep;
@@ -264,6 +284,37 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
   const size_t ldx = ld_floats(x), ldy = ld_floats(y), ldw = w.stride(0);
   split_rows(N, K,
              [&](int64_t n0, int64_t n1) { f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy); });
+}
+
+Tensor prepare_weight(const Tensor& w) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("GENPERF_PACK");
+    return !(e && std::string_view(e) == "0");
+  }();
+  if (!enabled || !packed_level() || w.device() != Device::CPU || w.ndim() != 2 ||
+      w.layout() != Layout::kRows || !packable(w.dtype()) || w.size(0) % kPackRows != 0 ||
+      w.size(0) == 0 || w.size(1) % traits(w.dtype()).block_size != 0 ||
+      (w.size(1) % 256 != 0 && traits(w.dtype()).block_size == 256))
+    return w;
+  const int64_t N = w.size(0), K = w.size(1);
+  Tensor p = Tensor::zeros({N, K}, w.dtype());
+  p.storage()->layout = Layout::kRows16;
+  const size_t group = size_t(kPackRows) * size_t(p.stride(0));
+  const uint8_t* src = w.data<uint8_t>();
+  uint8_t* dst = p.data<uint8_t>();
+#pragma omp parallel for num_threads(threads_for(N * K)) schedule(static)
+  for (int64_t g = 0; g < N / kPackRows; ++g)
+    pack_rows16(w.dtype(), src + size_t(g) * kPackRows * w.stride(0), w.stride(0), kPackRows, K,
+                dst + size_t(g) * group);
+  // A file-backed weight's pages are no longer needed by this process's linear: drop them (the
+  // mapping is read-only and private, so they would read back from the file if touched again).
+  if (w.storage()->file_backed) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t b = (uintptr_t(src) + page - 1) / page * page,
+                    e = (uintptr_t(src) + size_t(N) * w.stride(0)) / page * page;
+    if (b < e) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+  return p;
 }
 
 // ------------------------------------------------------------------------------------------

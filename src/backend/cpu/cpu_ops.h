@@ -41,5 +41,7 @@ bool linear_qgemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
                   int64_t K, int64_t N);
 // The most rows T for which linear uses the GEMV kernels, for weights of type `wt`.
 int64_t gemv_max_rows(DType wt);
+// ops::prepare_weight.
+Tensor prepare_weight(const Tensor& w);
 
 }  // namespace genperf::cpu

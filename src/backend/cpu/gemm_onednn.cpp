@@ -199,6 +199,8 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
 
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {
+  GP_CHECK(w.layout() == Layout::kRows, "[linear] the oneDNN path reads stored rows, not the packed ",
+           w.describe());
   if (T == 0 || N == 0) return;
   const auto* xp = static_cast<const float*>(x.raw());
   auto* yp = static_cast<float*>(y.raw());

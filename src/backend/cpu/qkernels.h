@@ -81,6 +81,14 @@ QGemvFn qgemv_avx512(DType wt, bool vnni);
 // saturate vpmaddubsw).
 QGemvFn qgemm_avx512(DType wt, bool vnni);
 
+// Weights packed for these kernels (qpack.h: groups of 16 rows interleaved; w is the packed
+// tensor's bytes, ldw its bytes per row, n0 and n1 multiples of 16): the GEMV and the GEMM under
+// the QGemvFn contract, with the same integer block sums. AVX-512 VNNI only (null for a type
+// without a packed layout). The scalar level unpacks 16 rows at a time and runs qgemv_generic.
+QGemvFn qgemv_packed_avx512(DType wt);
+QGemvFn qgemm_packed_avx512(DType wt);
+QGemvFn qgemv_packed_generic(DType wt);
+
 // Row dequantization to f32 (vectorized), the same values as traits(wt).to_f32 within one
 // rounding of the last operation (the compiler may fuse a multiply and an add); null: none.
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);

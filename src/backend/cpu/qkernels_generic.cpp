@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <vector>
+
 #include "backend/cpu/qkernels.h"
+#include "backend/cpu/qpack.h"
 #include "genperf/dtype.h"
 #include "quant/formats.h"
 
@@ -276,7 +279,30 @@ void qgemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int6
   }
 }
 
+// Packed weights (qpack.h): each row unpacked to the stored layout, then the row kernel.
+template <DType W>
+void qgemv_packed(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
+                  const float* bias, float* y, size_t ldy) {
+  thread_local std::vector<uint8_t> row;
+  row.resize(ldw);
+  const QGemvFn f = qgemv_generic(W);
+  for (int64_t n = n0; n < n1; ++n) {
+    unpack_row16(W, static_cast<const uint8_t*>(w), n, a.K, row.data());
+    f(a, T, row.data(), ldw, 0, 1, bias ? bias + n : nullptr, y + n, ldy);
+  }
+}
+
 }  // namespace
+
+QGemvFn qgemv_packed_generic(DType wt) {
+  switch (wt) {
+    case DType::Q4_0: return qgemv_packed<DType::Q4_0>;
+    case DType::Q8_0: return qgemv_packed<DType::Q8_0>;
+    case DType::Q4_K: return qgemv_packed<DType::Q4_K>;
+    case DType::Q6_K: return qgemv_packed<DType::Q6_K>;
+    default: return nullptr;
+  }
+}
 
 QGemvFn qgemv_generic(DType wt) {
   switch (wt) {

@@ -55,6 +55,24 @@ LlamaModel::LlamaModel(Checkpoint ck)
     l.w_down = get("mlp.down_proj.weight", {d, F});
     layers_.push_back(std::move(l));
   }
+  // The linear weights in the layout of the fastest kernels (ops::prepare_weight). The map takes
+  // the prepared tensors too, so that the stored ones are released. A head tied to the embedding
+  // table stays as stored: the embedding reads it by rows.
+  auto prepare = [&](Tensor& w, const std::string& name) {
+    w = ops::prepare_weight(w);
+    tensors_[name] = w;
+  };
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    Layer& l = layers_[size_t(i)];
+    prepare(l.wq, layer_name(i, "self_attn.q_proj.weight"));
+    prepare(l.wk, layer_name(i, "self_attn.k_proj.weight"));
+    prepare(l.wv, layer_name(i, "self_attn.v_proj.weight"));
+    prepare(l.wo, layer_name(i, "self_attn.o_proj.weight"));
+    prepare(l.w_gate, layer_name(i, "mlp.gate_proj.weight"));
+    prepare(l.w_up, layer_name(i, "mlp.up_proj.weight"));
+    prepare(l.w_down, layer_name(i, "mlp.down_proj.weight"));
+  }
+  if (!c.tie_word_embeddings) prepare(lm_head_, "lm_head.weight");
   inv_freq_ = rope_inv_freq(c);
 }
 
