@@ -739,7 +739,7 @@ std::vector<std::pair<std::string, cpu::QGemvFn>> packed_kernels(DType wt) {
 TEST(QPack, PackingRoundTripsAndFollowsTheLayout) {
   Rng rng(announce_seed(60, "QPack.PackingRoundTripsAndFollowsTheLayout"));
   for (DType wt : kPackable) {
-    const int64_t K = is_k_quant(wt) ? 512 : 96, N = 48;
+    const int64_t K = is_k_quant(wt) ? 512 : 192, N = 48;
     Tensor w = Tensor::zeros({N, K}, wt);
     for (size_t i = 0; i < w.nbytes(); ++i) w.data<uint8_t>()[i] = rbyte(rng);
     const Tensor p = packed_copy(w);
@@ -749,18 +749,22 @@ TEST(QPack, PackingRoundTripsAndFollowsTheLayout) {
       ASSERT_EQ(std::memcmp(row.data(), w.row<uint8_t>(n), row.size()), 0) << dtype_name(wt) << " row " << n;
     }
   }
-  // Hand-checked places: Q8_0 row 17 (group 1, row 1), block 2: its f16 scale at 2 x 1 of the
-  // packed block, quant byte 4k + i at 32 + 64k + 4 x 1 + i with the top bit flipped.
-  Tensor w = Tensor::zeros({32, 96}, DType::Q8_0);
+  // Hand-checked places: Q8_0 row 17 (group 1, row 1), block 3 (the second of pair 1): its f16
+  // scale at 32 + 2 x 1 of the packed pair, quant byte 4k + i at 64 + 512 + 64k + 4 x 1 + i with
+  // the top bit flipped.
+  Tensor w = Tensor::zeros({32, 128}, DType::Q8_0);
   for (size_t i = 0; i < w.nbytes(); ++i) w.data<uint8_t>()[i] = rbyte(rng);
   const Tensor p = packed_copy(w);
-  const uint8_t* blk = w.row<uint8_t>(17) + 2 * 34;
-  const uint8_t* pb = p.data<uint8_t>() + 16 * w.stride(0) + 2 * 16 * 34;
-  EXPECT_EQ(std::memcmp(pb + 2, blk, 2), 0);
+  const uint8_t* blk = w.row<uint8_t>(17) + 3 * 34;
+  const uint8_t* pb = p.data<uint8_t>() + 16 * w.stride(0) + 16 * 68;
+  EXPECT_EQ(std::memcmp(pb + 32 + 2, blk, 2), 0);
   for (int k = 0; k < 8; ++k)
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(pb[32 + 64 * k + 4 + i], blk[2 + 4 * k + i] ^ 0x80);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(pb[64 + 512 + 64 * k + 4 + i], blk[2 + 4 * k + i] ^ 0x80);
+  EXPECT_FALSE(cpu::packable(DType::Q4_1, 256));
+  EXPECT_FALSE(cpu::packable(DType::Q4_0, 96));
+  EXPECT_FALSE(cpu::packable(DType::Q4_K, 384));
   EXPECT_THROW(cpu::pack_rows16(DType::Q4_1, w.data<uint8_t>(), 20, 16, 32, nullptr), Error);
-  EXPECT_THROW(cpu::pack_rows16(DType::Q8_0, w.data<uint8_t>(), w.stride(0), 24, 96, nullptr), Error);
+  EXPECT_THROW(cpu::pack_rows16(DType::Q8_0, w.data<uint8_t>(), w.stride(0), 24, 128, nullptr), Error);
 }
 
 TEST(QPack, PackedKernelsGiveTheExactProduct) {
@@ -769,7 +773,9 @@ TEST(QPack, PackedKernelsGiveTheExactProduct) {
   Rng rng(announce_seed(61, "QPack.PackedKernelsGiveTheExactProduct"));
   for (DType wt : kPackable) {
     const auto fns = packed_kernels(wt);
-    for (int64_t K : k_sizes(wt, true))
+    // Simple formats: 1 pair, 1 chunk, a chunk and a pair, 129 pairs.
+    const std::vector<int64_t> ks = is_k_quant(wt) ? k_sizes(wt, true) : std::vector<int64_t>{64, 256, 320, 8256};
+    for (int64_t K : ks)
       for (int64_t N : {16, 48}) {
         if (K >= 4096 && N > 16) continue;
         const int64_t T = N == 16 ? 7 : 3;
@@ -806,7 +812,7 @@ TEST(QPack, LinearOnPreparedWeightsMatchesTheStoredOnes) {
   // reference reads the packed rows exactly; at the generic level the packed weight still runs.
   Rng rng(announce_seed(62, "QPack.LinearOnPreparedWeightsMatchesTheStoredOnes"));
   for (DType wt : kPackable) {
-    const int64_t K = is_k_quant(wt) ? 768 : 736, N = 80;
+    const int64_t K = is_k_quant(wt) ? 768 : 704, N = 80;
     const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
     const Tensor p = ops::prepare_weight(w);
     const bool packs = isa() == Isa::Avx512 && cpu_features().avx512_vnni;
@@ -862,6 +868,7 @@ TEST(QPack, LinearOnPreparedWeightsMatchesTheStoredOnes) {
   }
   // What has no packed layout, or no whole groups of 16 rows, stays as it is.
   for (const Tensor& w : {random_tensor({32, 256}, DType::F32, rng).to(DType::Q4_1),
+                          random_tensor({32, 96}, DType::F32, rng).to(DType::Q4_0),
                           random_tensor({24, 256}, DType::F32, rng).to(DType::Q4_K),
                           random_tensor({32, 256}, DType::F32, rng).to(DType::BF16)}) {
     const Tensor p = ops::prepare_weight(w);

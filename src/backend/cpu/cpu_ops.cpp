@@ -292,9 +292,8 @@ Tensor prepare_weight(const Tensor& w) {
     return !(e && std::string_view(e) == "0");
   }();
   if (!enabled || !packed_level() || w.device() != Device::CPU || w.ndim() != 2 ||
-      w.layout() != Layout::kRows || !packable(w.dtype()) || w.size(0) % kPackRows != 0 ||
-      w.size(0) == 0 || w.size(1) % traits(w.dtype()).block_size != 0 ||
-      (w.size(1) % 256 != 0 && traits(w.dtype()).block_size == 256))
+      w.layout() != Layout::kRows || !packable(w.dtype(), w.size(1)) ||
+      w.size(0) % kPackRows != 0 || w.size(0) == 0)
     return w;
   const int64_t N = w.size(0), K = w.size(1);
   Tensor p = Tensor::zeros({N, K}, w.dtype());

@@ -942,9 +942,9 @@ GP_QINLINE void q6_quads(const uint8_t* g, int h, int kk, __m512i* e) {
 template <class F>
 struct PackedUnit;
 template <>
-struct PackedUnit<FmtQ4_0> { static constexpr int kElems = 32, kBytes = 16 * 18; };
+struct PackedUnit<FmtQ4_0> { static constexpr int kElems = 64, kBytes = 16 * 36; };
 template <>
-struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 32, kBytes = 16 * 34; };
+struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 64, kBytes = 16 * 68; };
 template <>
 struct PackedUnit<FmtQ4_K> { static constexpr int kElems = 256, kBytes = 16 * 144; };
 template <>
@@ -964,33 +964,37 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
   if constexpr (std::is_same_v<F, FmtQ4_0> || std::is_same_v<F, FmtQ8_0>) {
     constexpr bool kNib = std::is_same_v<F, FmtQ4_0>;
     constexpr int kSteps = kNib ? 4 : 8, kShift = kNib ? 3 : 7;  // offset 8, or 128 (flip)
-    const __m512 dw = f16x16(g);
-    __m512i w[2 * kSteps - (kNib ? 0 : kSteps)];
-    for (int k = 0; k < kSteps; ++k) {
-      const __m512i z = load64(g + 32 + 64 * k);
-      if constexpr (kNib) {
-        w[k] = _mm512_and_si512(z, m4);
-        w[kSteps + k] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-      } else {
-        w[k] = z;
-      }
-    }
-    for (int t = 0; t < TT; ++t) {
-      // Two chains (alternate steps) for latency; elements 4k.. of the block for step k, and for
-      // Q4_0's high nibbles 16 + 4k.
-      __m512i p0 = _mm512_set1_epi32(-(a.s[bi[t]] << kShift)), p1 = _mm512_setzero_si512();
+    for (int b = 0; b < 2; ++b) {  // the pair's blocks
+      const uint8_t* q = g + 64 + b * 64 * kSteps;
+      const __m512 dw = f16x16(g + 32 * b);
+      __m512i w[2 * kSteps - (kNib ? 0 : kSteps)];
       for (int k = 0; k < kSteps; ++k) {
+        const __m512i z = load64(q + 64 * k);
         if constexpr (kNib) {
-          p0 = _mm512_dpbusd_epi32(p0, w[k], bcast4(xq[t] + 4 * k));
-          p1 = _mm512_dpbusd_epi32(p1, w[kSteps + k], bcast4(xq[t] + 16 + 4 * k));
-        } else if (k % 2 == 0) {
-          p0 = _mm512_dpbusd_epi32(p0, w[k], bcast4(xq[t] + 4 * k));
+          w[k] = _mm512_and_si512(z, m4);
+          w[kSteps + k] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
         } else {
-          p1 = _mm512_dpbusd_epi32(p1, w[k], bcast4(xq[t] + 4 * k));
+          w[k] = z;
         }
       }
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(a.d[bi[t]])), acc[t]);
+      for (int t = 0; t < TT; ++t) {
+        // Two chains (alternate steps) for latency; elements 4k.. of the block for step k, and
+        // for Q4_0's high nibbles 16 + 4k.
+        const int8_t* x = xq[t] + 32 * b;
+        __m512i p0 = _mm512_set1_epi32(-(a.s[bi[t] + b] << kShift)), p1 = _mm512_setzero_si512();
+        for (int k = 0; k < kSteps; ++k) {
+          if constexpr (kNib) {
+            p0 = _mm512_dpbusd_epi32(p0, w[k], bcast4(x + 4 * k));
+            p1 = _mm512_dpbusd_epi32(p1, w[kSteps + k], bcast4(x + 16 + 4 * k));
+          } else if (k % 2 == 0) {
+            p0 = _mm512_dpbusd_epi32(p0, w[k], bcast4(x + 4 * k));
+          } else {
+            p1 = _mm512_dpbusd_epi32(p1, w[k], bcast4(x + 4 * k));
+          }
+        }
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(a.d[bi[t] + b])), acc[t]);
+      }
     }
   } else if constexpr (std::is_same_v<F, FmtQ4_K>) {
     alignas(64) uint8_t sc[128], mn[128];
@@ -1114,15 +1118,18 @@ void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_
     float* sw = p.sw + 16 * gi;
     for (int64_t u = 0; u < units; ++u, g += PackedUnit<F>::kBytes) {
       if constexpr (std::is_same_v<F, FmtQ4_0> || std::is_same_v<F, FmtQ8_0>) {
-        _mm512_store_ps(sw + u * kPanelRows, f16x16(g));
-        if constexpr (std::is_same_v<F, FmtQ4_0>) {
-          for (int k = 0; k < 4; ++k) {
-            const __m512i z = load64(g + 32 + 64 * k);
-            put(8 * u + k, gi, _mm512_and_si512(z, m4));
-            put(8 * u + 4 + k, gi, _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+        for (int b = 0; b < 2; ++b) {  // block 2u + b
+          const int64_t blk = 2 * u + b;
+          _mm512_store_ps(sw + blk * kPanelRows, f16x16(g + 32 * b));
+          if constexpr (std::is_same_v<F, FmtQ4_0>) {
+            for (int k = 0; k < 4; ++k) {
+              const __m512i z = load64(g + 64 + 256 * b + 64 * k);
+              put(8 * blk + k, gi, _mm512_and_si512(z, m4));
+              put(8 * blk + 4 + k, gi, _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+            }
+          } else {
+            for (int k = 0; k < 8; ++k) put(8 * blk + k, gi, load64(g + 64 + 512 * b + 64 * k));
           }
-        } else {
-          for (int k = 0; k < 8; ++k) put(8 * u + k, gi, load64(g + 32 + 64 * k));
         }
       } else if constexpr (std::is_same_v<F, FmtQ4_K>) {
         alignas(64) uint8_t sc[128], mn[128];

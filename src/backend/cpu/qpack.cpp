@@ -24,8 +24,14 @@ struct PackFormat {
   int (*place)(int i, int c) = nullptr;
 };
 
-constexpr Field kQ4_0[] = {{0, 2, 2, 0}, {2, 16, 4, 0}};
-constexpr Field kQ8_0[] = {{0, 2, 2, 0}, {2, 32, 4, 0x80}};
+// Q4_0 and Q8_0 in pairs of blocks: both blocks' d, then block 0's quants, then block 1's.
+constexpr Field kQ4_0[] = {{0, 2, 2, 0}, {18, 2, 2, 0}, {2, 16, 4, 0}, {20, 16, 4, 0}};
+constexpr Field kQ8_0[] = {{0, 2, 2, 0}, {34, 2, 2, 0}, {2, 32, 4, 0x80}, {36, 32, 4, 0x80}};
+template <int kQsBytes>
+int place_pair(int i, int c) {
+  return i < 2 ? 32 * i : 64 + 16 * kQsBytes * (i - 2) + 64 * c;
+}
+
 constexpr Field kQ4_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 128, 4, 0}};
 constexpr Field kQ6_K[] = {{208, 2, 2, 0}, {192, 16, 1, 0}, {0, 128, 4, 0}, {128, 64, 4, 0}};
 
@@ -41,8 +47,8 @@ int place_q6_k(int i, int c) {
 }
 
 const PackFormat* format_of(DType wt) {
-  static const PackFormat q4_0{32, 18, kQ4_0}, q8_0{32, 34, kQ8_0}, q4_k{256, 144, kQ4_K},
-      q6_k{256, 210, kQ6_K, place_q6_k};
+  static const PackFormat q4_0{64, 36, kQ4_0, place_pair<16>}, q8_0{64, 68, kQ8_0, place_pair<32>},
+      q4_k{256, 144, kQ4_K}, q6_k{256, 210, kQ6_K, place_q6_k};
   switch (wt) {
     case DType::Q4_0: return &q4_0;
     case DType::Q8_0: return &q8_0;
@@ -81,7 +87,10 @@ void move_unit(const PackFormat& f, uint8_t* block, uint8_t* pu, int r) {
 
 }  // namespace
 
-bool packable(DType wt) { return format_of(wt) != nullptr; }
+bool packable(DType wt, int64_t K) {
+  const PackFormat* f = format_of(wt);
+  return f && K > 0 && K % f->unit == 0;
+}
 
 void pack_rows16(DType wt, const uint8_t* w, size_t ldw, int64_t N, int64_t K, uint8_t* out) {
   const PackFormat& f = need_format(wt, K);

@@ -8,14 +8,15 @@
 // flipped, u = w + 128, the unsigned operand vpdpbusd takes).
 //
 // Layout. A group of 16 rows holds 16 x (row bytes): its rows' units one after another (unit:
-// a block of 32 for Q4_0 and Q8_0, a super-block of 256 for Q4_K and Q6_K), each unit as 16
-// copies of the block's bytes reordered field by field: a field of `len` bytes at offset `off`
-// of the block is cut into chunks of `gran` bytes, and chunk c of the 16 rows is stored as
-// [16 rows][gran bytes], at 16 * off + 16 * gran * c within the packed unit. The fields
-// (offset, length, granule):
-//   Q4_0 (18 bytes)   d 0,2,2     qs 2,16,4
-//   Q8_0 (34 bytes)   d 0,2,2     qs 2,32,4 (top bit flipped)
-//   Q4_K (144 bytes)  d 0,2,2     dmin 2,2,2   scales 4,12,1   qs 16,128,4
+// two blocks of 32 for Q4_0 and Q8_0, a super-block of 256 for Q4_K and Q6_K), each unit as 16
+// copies of the unit's bytes reordered field by field: a field of `len` bytes at offset `off`
+// of the unit is cut into chunks of `gran` bytes, and chunk c of the 16 rows is stored as
+// [16 rows][gran bytes], by default at 16 * off + 16 * gran * c within the packed unit:
+//   Q4_K (144 bytes)  d 0,2,2     dmin 2,2,2   scales 4,12,1   qs 16,128,4   (offset, length, granule)
+// Q4_0 and Q8_0 take blocks in pairs, so that every 64-byte load of a group (64-byte aligned
+// when K is a multiple of 64) lies within one cache line: the two blocks' d at 0 and 32, then
+// the first block's quants (chunks of 4 bytes at 64 + 64c), then the second's. Q8_0's quants are
+// stored with their top bit flipped.
 // Q6_K (210 bytes: ql 0,128,4  qh 128,64,4  scales 192,16,1  d 208,2,2) is placed in the order
 // its kernel reads it, so that each thread's reads stay one ascending stream: d at 0, the
 // scales at 32 (chunk c at 32 + 16c), then for half h = 0, 1 and step kk = 0..7 a 192-byte
@@ -33,8 +34,9 @@ namespace genperf::cpu {
 
 constexpr int kPackRows = 16;
 
-// True where the type has a packed layout.
-bool packable(DType wt);
+// True where the type has a packed layout for rows of K elements (K a multiple of its unit: 64
+// for Q4_0 and Q8_0, 256 for the K-quants).
+bool packable(DType wt, int64_t K);
 
 // Packs rows [0, N) (N a multiple of 16) of K elements, ldw bytes apart, into `out`
 // (N x row bytes, contiguous).
