@@ -297,12 +297,10 @@ Tensor huge_page_tensor(const std::vector<int64_t>& shape, DType dtype) {
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t bytes = bytes_for(dtype, shape[0] * shape[1]);
   if (bytes < kHuge) return Tensor::zeros(shape, dtype);
-  void* p = nullptr;
-  GP_CHECK(posix_memalign(&p, kHuge, bytes) == 0, "[prepare_weight] out of memory allocating ",
-           bytes, " bytes");
-  // Advice only (without THP the pages stay 4 KB); the tail past the last whole 2 MB stays on
-  // small pages, so that no tensor holds up to 2 MB more than its bytes.
-  madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  GP_CHECK(p != nullptr, "[prepare_weight] out of memory allocating ", bytes, " bytes");
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KB
   return Tensor::wrap(p, shape, dtype, std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
 }
 
