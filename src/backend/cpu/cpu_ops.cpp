@@ -286,26 +286,6 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
              [&](int64_t n0, int64_t n1) { f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy); });
 }
 
-namespace {
-
-// An uninitialized tensor whose pages the kernel is asked to back with transparent huge pages
-// (2 MB) where it is that large: the GEMV's stream then crosses a page boundary every 2 MB
-// instead of every 4 KB. Packed Q4_0 11008 x 4096 from memory, 2 threads, in the VM's
-// high-bandwidth state: 53-56 GB/s on 4 KB pages, 66-69 on huge pages (no change in the low
-// state, where both reach the probe's bandwidth).
-Tensor huge_page_tensor(const std::vector<int64_t>& shape, DType dtype) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t bytes = bytes_for(dtype, shape[0] * shape[1]);
-  if (bytes < kHuge) return Tensor::zeros(shape, dtype);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
-  GP_CHECK(p != nullptr, "[prepare_weight] out of memory allocating ", bytes, " bytes");
-  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KB
-  return Tensor::wrap(p, shape, dtype, std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
-}
-
-}  // namespace
-
 Tensor prepare_weight(const Tensor& w) {
   static const bool enabled = [] {
     const char* e = std::getenv("GENPERF_PACK");
@@ -316,7 +296,7 @@ Tensor prepare_weight(const Tensor& w) {
       w.size(0) % kPackRows != 0 || w.size(0) == 0)
     return w;
   const int64_t N = w.size(0), K = w.size(1);
-  Tensor p = huge_page_tensor({N, K}, w.dtype());
+  Tensor p = Tensor::zeros({N, K}, w.dtype());
   p.storage()->layout = Layout::kRows16;
   const size_t group = size_t(kPackRows) * size_t(p.stride(0));
   const uint8_t* src = w.data<uint8_t>();
