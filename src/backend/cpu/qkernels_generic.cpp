@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
 #include <vector>
 
 #include "backend/cpu/qkernels.h"

@@ -1,5 +1,5 @@
-// The packed layout of qpack.h, as a table of fields per format: packing and unpacking are the
-// same byte moves in opposite directions.
+// The packed layout of qpack.h, as a table of fields per format (and a placement function where
+// the fields are not stored in order): packing and unpacking walk the same granules.
 #include "backend/cpu/qpack.h"
 
 #include <cstring>
@@ -65,24 +65,21 @@ const PackFormat& need_format(DType wt, int64_t K) {
   return *f;
 }
 
-// Moves the bytes of one row's unit (`block`) to or from its place in a packed unit (`pu`), row
-// r of 16.
-template <bool kPack>
-void move_unit(const PackFormat& f, uint8_t* block, uint8_t* pu, int r) {
+// Calls fn(offset in the row's unit, offset in the packed unit for row r, bytes, flip) for every
+// granule of a unit: packing and unpacking are the same moves in opposite directions.
+template <class Fn>
+void each_granule(const PackFormat& f, int r, const Fn& fn) {
   for (int fi = 0; fi < int(f.fields.size()); ++fi) {
     const Field& fd = f.fields[size_t(fi)];
     for (int c = 0; c < fd.len / fd.gran; ++c) {
       const int at = f.place ? f.place(fi, c) : 16 * fd.off + kPackRows * fd.gran * c;
-      uint8_t* p = pu + at + r * fd.gran;
-      uint8_t* b = block + fd.off + c * fd.gran;
-      for (int i = 0; i < fd.gran; ++i) {
-        if constexpr (kPack)
-          p[i] = uint8_t(b[i] ^ fd.flip);
-        else
-          b[i] = uint8_t(p[i] ^ fd.flip);
-      }
+      fn(fd.off + c * fd.gran, at + r * fd.gran, fd.gran, fd.flip);
     }
   }
+}
+
+void copy_flipped(uint8_t* dst, const uint8_t* src, int n, uint8_t flip) {
+  for (int i = 0; i < n; ++i) dst[i] = uint8_t(src[i] ^ flip);
 }
 
 }  // namespace
@@ -99,9 +96,13 @@ void pack_rows16(DType wt, const uint8_t* w, size_t ldw, int64_t N, int64_t K, u
   const size_t row_bytes = size_t(units) * size_t(f.unit_bytes);
   for (int64_t n = 0; n < N; ++n) {
     uint8_t* group = out + size_t(n / kPackRows) * kPackRows * row_bytes;
-    for (int64_t u = 0; u < units; ++u)
-      move_unit<true>(f, const_cast<uint8_t*>(w + size_t(n) * ldw + size_t(u) * f.unit_bytes),
-                      group + size_t(u) * kPackRows * f.unit_bytes, int(n % kPackRows));
+    for (int64_t u = 0; u < units; ++u) {
+      const uint8_t* src = w + size_t(n) * ldw + size_t(u) * f.unit_bytes;
+      uint8_t* dst = group + size_t(u) * kPackRows * f.unit_bytes;
+      each_granule(f, int(n % kPackRows), [&](int from, int to, int bytes, uint8_t flip) {
+        copy_flipped(dst + to, src + from, bytes, flip);
+      });
+    }
   }
 }
 
@@ -110,10 +111,13 @@ void unpack_row16(DType wt, const uint8_t* packed, int64_t n, int64_t K, uint8_t
   const int64_t units = K / f.unit;
   const size_t row_bytes = size_t(units) * size_t(f.unit_bytes);
   const uint8_t* group = packed + size_t(n / kPackRows) * kPackRows * row_bytes;
-  for (int64_t u = 0; u < units; ++u)
-    move_unit<false>(f, row + size_t(u) * f.unit_bytes,
-                     const_cast<uint8_t*>(group + size_t(u) * kPackRows * f.unit_bytes),
-                     int(n % kPackRows));
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* src = group + size_t(u) * kPackRows * f.unit_bytes;
+    uint8_t* dst = row + size_t(u) * f.unit_bytes;
+    each_granule(f, int(n % kPackRows), [&](int to, int from, int bytes, uint8_t flip) {
+      copy_flipped(dst + to, src + from, bytes, flip);
+    });
+  }
 }
 
 }  // namespace genperf::cpu
