@@ -196,7 +196,9 @@ void gemv_args(benchmark::internal::Benchmark* b) {
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
       b->Args({t, nk.first, nk.second, 1, 0});
 }
-bool has_packed_layout(int64_t t) { return t == kQ4_0 || t == kQ4_K || t == kQ6_K || t == kQ8_0; }
+bool has_packed_layout(int64_t t) {
+  return t == kQ4_0 || t == kQ4_K || t == kQ5_K || t == kQ6_K || t == kQ8_0;
+}
 // Block formats, decode: the 110M model's head and MLP, and a 7B model's MLP (11008 x 4096, both
 // ways: 25 to 47 MB packed); the packable formats stored and packed, one after the other.
 void qgemv_args(benchmark::internal::Benchmark* b) {

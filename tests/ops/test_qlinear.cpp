@@ -714,7 +714,7 @@ TEST(QLinear, LinearManyGivesTheBitsOfSeparateLinears) {
 
 namespace {
 
-const DType kPackable[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kPackable[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 Tensor packed_copy(const Tensor& w) {
   Tensor p = Tensor::zeros(w.shape(), w.dtype());

@@ -939,6 +939,26 @@ GP_QINLINE void q6_quads(const uint8_t* g, int h, int kk, __m512i* e) {
                                    _mm512_srli_epi16(qh, 2), m30, 0xF8);
 }
 
+// Q4_K (kFifth false) and Q5_K: the quants of packed step kk of sub-blocks 2p (lo) and 2p + 1
+// (hi), elements 64p + 4kk.. and 64p + 32 + 4kk..; Q5_K's fifth bits are bits 2p and 2p + 1 of
+// qh chunk kk, moved to bit 4 (16-bit shifts by at most 4: what crosses a byte misses bit 4).
+template <bool kFifth>
+GP_QINLINE void k4_pair(const uint8_t* g, int p, int kk, __m512i& lo, __m512i& hi) {
+  constexpr int kQs = kFifth ? 768 : 256;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i z = load64(g + kQs + 64 * (8 * p + kk));
+  lo = _mm512_and_si512(z, m4);
+  hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+  if constexpr (kFifth) {
+    const __m512i qh = load64(g + 256 + 64 * kk), b4 = _mm512_set1_epi8(0x10);
+    const auto to_bit4 = [&](int b) {
+      return b <= 4 ? _mm512_slli_epi16(qh, unsigned(4 - b)) : _mm512_srli_epi16(qh, unsigned(b - 4));
+    };
+    lo = _mm512_ternarylogic_epi64(lo, to_bit4(2 * p), b4, 0xF8);
+    hi = _mm512_ternarylogic_epi64(hi, to_bit4(2 * p + 1), b4, 0xF8);
+  }
+}
+
 template <class F>
 struct PackedUnit;
 template <>
@@ -947,6 +967,8 @@ template <>
 struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 64, kBytes = 16 * 68; };
 template <>
 struct PackedUnit<FmtQ4_K> { static constexpr int kElems = 256, kBytes = 16 * 144; };
+template <>
+struct PackedUnit<FmtQ5_K> { static constexpr int kElems = 256, kBytes = 16 * 176; };
 template <>
 struct PackedUnit<FmtQ6_K> { static constexpr int kElems = 256, kBytes = 16 * 210; };
 
@@ -996,7 +1018,7 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
                                  _mm512_mul_ps(dw, _mm512_set1_ps(a.d[bi[t] + b])), acc[t]);
       }
     }
-  } else if constexpr (std::is_same_v<F, FmtQ4_K>) {
+  } else if constexpr (std::is_same_v<F, FmtQ4_K> || std::is_same_v<F, FmtQ5_K>) {
     alignas(64) uint8_t sc[128], mn[128];
     k4_scales16(g + 64, sc, mn);
     __m512 as[TT], am[TT];
@@ -1005,8 +1027,8 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
       __m512i sl[TT], sh[TT];
       for (int t = 0; t < TT; ++t) sl[t] = sh[t] = _mm512_setzero_si512();
       for (int kk = 0; kk < 8; ++kk) {
-        const __m512i z = load64(g + 256 + 64 * (8 * p + kk));
-        const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+        __m512i lo, hi;
+        k4_pair<std::is_same_v<F, FmtQ5_K>>(g, p, kk, lo, hi);
         for (int t = 0; t < TT; ++t) {
           sl[t] = _mm512_dpbusd_epi32(sl[t], lo, bcast4(xq[t] + 64 * p + 4 * kk));
           sh[t] = _mm512_dpbusd_epi32(sh[t], hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
@@ -1131,7 +1153,7 @@ void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_
             for (int k = 0; k < 8; ++k) put(8 * blk + k, gi, load64(g + 64 + 512 * b + 64 * k));
           }
         }
-      } else if constexpr (std::is_same_v<F, FmtQ4_K>) {
+      } else if constexpr (std::is_same_v<F, FmtQ4_K> || std::is_same_v<F, FmtQ5_K>) {
         alignas(64) uint8_t sc[128], mn[128];
         k4_scales16(g + 64, sc, mn);
         const __m512 d = f16x16(g), ndmin = _mm512_sub_ps(_mm512_setzero_ps(), f16x16(g + 32));
@@ -1142,9 +1164,10 @@ void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_
         }
         for (int q = 0; q < 4; ++q)
           for (int kk = 0; kk < 8; ++kk) {
-            const __m512i z = load64(g + 256 + 64 * (8 * q + kk));
-            put(64 * u + 16 * q + kk, gi, _mm512_and_si512(z, m4));
-            put(64 * u + 16 * q + 8 + kk, gi, _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+            __m512i lo, hi;
+            k4_pair<std::is_same_v<F, FmtQ5_K>>(g, q, kk, lo, hi);
+            put(64 * u + 16 * q + kk, gi, lo);
+            put(64 * u + 16 * q + 8 + kk, gi, hi);
           }
       } else {  // Q6_K
         const __m512 d = f16x16(g);
@@ -1251,6 +1274,7 @@ QGemvFn qgemv_packed_avx512(DType wt) {
     case DType::Q4_0: return gemv_packed<FmtQ4_0>;
     case DType::Q8_0: return gemv_packed<FmtQ8_0>;
     case DType::Q4_K: return gemv_packed<FmtQ4_K>;
+    case DType::Q5_K: return gemv_packed<FmtQ5_K>;
     case DType::Q6_K: return gemv_packed<FmtQ6_K>;
     default: return nullptr;
   }
@@ -1262,6 +1286,7 @@ QGemvFn qgemm_packed_avx512(DType wt) {
     case DType::Q4_0: return gemm<FmtQ4_0, true, true>;
     case DType::Q8_0: return gemm<FmtQ8_0, true, true>;
     case DType::Q4_K: return gemm<FmtQ4_K, true, true>;
+    case DType::Q5_K: return gemm<FmtQ5_K, true, true>;
     case DType::Q6_K: return gemm<FmtQ6_K, true, true>;
     default: return nullptr;
   }

@@ -298,6 +298,7 @@ QGemvFn qgemv_packed_generic(DType wt) {
     case DType::Q4_0: return qgemv_packed<DType::Q4_0>;
     case DType::Q8_0: return qgemv_packed<DType::Q8_0>;
     case DType::Q4_K: return qgemv_packed<DType::Q4_K>;
+    case DType::Q5_K: return qgemv_packed<DType::Q5_K>;
     case DType::Q6_K: return qgemv_packed<DType::Q6_K>;
     default: return nullptr;
   }

@@ -33,6 +33,7 @@ int place_pair(int i, int c) {
 }
 
 constexpr Field kQ4_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 128, 4, 0}};
+constexpr Field kQ5_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 32, 4, 0}, {48, 128, 4, 0}};
 constexpr Field kQ6_K[] = {{208, 2, 2, 0}, {192, 16, 1, 0}, {0, 128, 4, 0}, {128, 64, 4, 0}};
 
 // Q6_K in the order the kernels read it (qpack.h): d, the scales, then per half h and step kk
@@ -48,11 +49,12 @@ int place_q6_k(int i, int c) {
 
 const PackFormat* format_of(DType wt) {
   static const PackFormat q4_0{64, 36, kQ4_0, place_pair<16>}, q8_0{64, 68, kQ8_0, place_pair<32>},
-      q4_k{256, 144, kQ4_K}, q6_k{256, 210, kQ6_K, place_q6_k};
+      q4_k{256, 144, kQ4_K}, q5_k{256, 176, kQ5_K}, q6_k{256, 210, kQ6_K, place_q6_k};
   switch (wt) {
     case DType::Q4_0: return &q4_0;
     case DType::Q8_0: return &q8_0;
     case DType::Q4_K: return &q4_k;
+    case DType::Q5_K: return &q5_k;
     case DType::Q6_K: return &q6_k;
     default: return nullptr;
   }

@@ -1,4 +1,5 @@
-// Linear weights of the block formats repacked for the integer kernels (Layout::kRows16): rows
+// Linear weights of the block formats repacked for the integer kernels (Layout::kRows16): Q4_0,
+// Q8_0, Q4_K, Q5_K and Q6_K (the others stay in their row layout), rows
 // interleaved in groups of 16, so that one 512-bit load holds the same 4 bytes of 16 rows and
 // vpdpbusd sums each row's products in its own int32 lane. The GEMV then needs no reduction
 // across lanes and no per-row work: per 16 rows it loads the packed bytes, unpacks them in
@@ -13,6 +14,7 @@
 // of the unit is cut into chunks of `gran` bytes, and chunk c of the 16 rows is stored as
 // [16 rows][gran bytes], by default at 16 * off + 16 * gran * c within the packed unit:
 //   Q4_K (144 bytes)  d 0,2,2     dmin 2,2,2   scales 4,12,1   qs 16,128,4   (offset, length, granule)
+//   Q5_K (176 bytes)  d 0,2,2     dmin 2,2,2   scales 4,12,1   qh 16,32,4   qs 48,128,4
 // Q4_0 and Q8_0 take blocks in pairs, so that every 64-byte load of a group (64-byte aligned
 // when K is a multiple of 64) lies within one cache line: the two blocks' d at 0 and 32, then
 // the first block's quants (chunks of 4 bytes at 64 + 64c), then the second's. Q8_0's quants are
@@ -35,7 +37,7 @@ namespace genperf::cpu {
 constexpr int kPackRows = 16;
 
 // True where the type has a packed layout for rows of K elements (K a multiple of its unit: 64
-// for Q4_0 and Q8_0, 256 for the K-quants).
+// for Q4_0 and Q8_0, 256 for Q4_K, Q5_K and Q6_K).
 bool packable(DType wt, int64_t K);
 
 // Packs rows [0, N) (N a multiple of 16) of K elements, ldw bytes apart, into `out`
