@@ -30,8 +30,8 @@ struct LinearOut {
 };
 void linear_many(const Tensor& x, std::span<const LinearOut> outs);
 
-// A linear weight in the layout the machine's fastest kernels read: for Q4_0, Q8_0, Q4_K and
-// Q6_K weights of a multiple of 16 rows on AVX-512 VNNI, a copy with rows interleaved in groups
+// A linear weight in the layout the machine's fastest kernels read: for Q4_0, Q8_0, Q4_K, Q5_K
+// and Q6_K weights of a multiple of 16 rows on AVX-512 VNNI, a copy with rows interleaved in groups
 // of 16 (Layout::kRows16, src/backend/cpu/qpack.h; the same bytes, so the same size); otherwise
 // w itself. A packed result is only a weight for linear and linear_many, which give it the same
 // values as w (the same integer block sums, f32 sums in another order). Pages of w borrowed from

@@ -9,7 +9,7 @@
 // flipped, u = w + 128, the unsigned operand vpdpbusd takes).
 //
 // Layout. A group of 16 rows holds 16 x (row bytes): its rows' units one after another (unit:
-// two blocks of 32 for Q4_0 and Q8_0, a super-block of 256 for Q4_K and Q6_K), each unit as 16
+// two blocks of 32 for Q4_0 and Q8_0, a super-block of 256 for the K-quants), each unit as 16
 // copies of the unit's bytes reordered field by field: a field of `len` bytes at offset `off`
 // of the unit is cut into chunks of `gran` bytes, and chunk c of the 16 rows is stored as
 // [16 rows][gran bytes], by default at 16 * off + 16 * gran * c within the packed unit:
