@@ -305,8 +305,10 @@ Tensor prepare_weight(const Tensor& w) {
   for (int64_t g = 0; g < N / kPackRows; ++g)
     pack_rows16(w.dtype(), src + size_t(g) * kPackRows * w.stride(0), w.stride(0), kPackRows, K,
                 dst + size_t(g) * group);
-  // A file-backed weight's pages are no longer needed by this process's linear: drop them (the
-  // mapping is read-only and private, so they would read back from the file if touched again).
+  // A file-backed weight's pages are no longer needed by this process's linear: drop them. The
+  // mapping is private and weights from files are never written in place (LoRA merges and
+  // quantization write new tensors), so any other reader of these bytes gets them back from the
+  // file.
   if (w.storage()->file_backed) {
     const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
     const uintptr_t b = (uintptr_t(src) + page - 1) / page * page,
