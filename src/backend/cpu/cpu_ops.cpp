@@ -109,9 +109,11 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 // The packed kernels' level is selected (they exist for AVX-512 VNNI only).
 bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni; }
 
-// The integer GEMM of the selected level for the weight (qkernels.h), null where none.
+// The integer GEMM of the selected level for the weight (qkernels.h), null where none. A packed
+// weight always has one, since the decoded panels cannot read it: below AVX-512 VNNI, the scalar
+// packed kernel (which takes any number of rows).
 QGemvFn qgemm_for(const Tensor& w) {
-  if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : nullptr;
+  if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : qgemv_packed_generic(w.dtype());
   if (isa() != Isa::Avx512) return nullptr;
   return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
 }
@@ -174,10 +176,6 @@ void linear_qgemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& 
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T, int64_t K,
             int64_t N) {
-  if (packed(w)) {  // the integer kernels only: the decoded panels read the stored layout
-    const QGemvFn g = T > kQuantGemvMaxRows ? qgemm_for(w) : nullptr;
-    return linear_qgemv(x, w, bias, y, T, K, N, g);
-  }
   if (T <= gemv_max_rows(w.dtype()) && has_gemv(w.dtype()))
     linear_gemv(x, w, bias, y, T, K, N);
   else if (!linear_qgemm(x, w, bias, y, T, K, N))

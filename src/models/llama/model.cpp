@@ -35,44 +35,35 @@ LlamaModel::LlamaModel(Checkpoint ck)
   const int64_t d = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   embed_ = take(tensors_, source_, "model.embed_tokens.weight", {V, d});
   norm_ = take(tensors_, source_, "model.norm.weight", {d});
-  lm_head_ = c.tie_word_embeddings ? embed_ : take(tensors_, source_, "lm_head.weight", {V, d});
+  // Linear weights are taken in the layout of the fastest kernels (ops::prepare_weight); the map
+  // takes the prepared tensor too, so that the stored one is released. A head tied to the
+  // embedding table stays as stored: the embedding reads it by rows.
+  auto linear_weight = [&](const std::string& name, std::vector<int64_t> shape) {
+    Tensor w = ops::prepare_weight(take(tensors_, source_, name, std::move(shape)));
+    tensors_[name] = w;
+    return w;
+  };
+  lm_head_ = c.tie_word_embeddings ? embed_ : linear_weight("lm_head.weight", {V, d});
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     Layer l;
     auto get = [&](const char* n, std::vector<int64_t> s) { return take(tensors_, source_, layer_name(i, n), s); };
+    auto lin = [&](const char* n, std::vector<int64_t> s) { return linear_weight(layer_name(i, n), s); };
     l.attn_norm = get("input_layernorm.weight", {d});
-    l.wq = get("self_attn.q_proj.weight", {c.q_dim(), d});
-    l.wk = get("self_attn.k_proj.weight", {c.kv_dim(), d});
-    l.wv = get("self_attn.v_proj.weight", {c.kv_dim(), d});
-    l.wo = get("self_attn.o_proj.weight", {d, c.q_dim()});
+    l.wq = lin("self_attn.q_proj.weight", {c.q_dim(), d});
+    l.wk = lin("self_attn.k_proj.weight", {c.kv_dim(), d});
+    l.wv = lin("self_attn.v_proj.weight", {c.kv_dim(), d});
+    l.wo = lin("self_attn.o_proj.weight", {d, c.q_dim()});
     if (c.attention_bias) {
       l.bq = get("self_attn.q_proj.bias", {c.q_dim()});
       l.bk = get("self_attn.k_proj.bias", {c.kv_dim()});
       l.bv = get("self_attn.v_proj.bias", {c.kv_dim()});
     }
     l.ffn_norm = get("post_attention_layernorm.weight", {d});
-    l.w_gate = get("mlp.gate_proj.weight", {F, d});
-    l.w_up = get("mlp.up_proj.weight", {F, d});
-    l.w_down = get("mlp.down_proj.weight", {d, F});
+    l.w_gate = lin("mlp.gate_proj.weight", {F, d});
+    l.w_up = lin("mlp.up_proj.weight", {F, d});
+    l.w_down = lin("mlp.down_proj.weight", {d, F});
     layers_.push_back(std::move(l));
   }
-  // The linear weights in the layout of the fastest kernels (ops::prepare_weight). The map takes
-  // the prepared tensors too, so that the stored ones are released. A head tied to the embedding
-  // table stays as stored: the embedding reads it by rows.
-  auto prepare = [&](Tensor& w, const std::string& name) {
-    w = ops::prepare_weight(w);
-    tensors_[name] = w;
-  };
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    Layer& l = layers_[size_t(i)];
-    prepare(l.wq, layer_name(i, "self_attn.q_proj.weight"));
-    prepare(l.wk, layer_name(i, "self_attn.k_proj.weight"));
-    prepare(l.wv, layer_name(i, "self_attn.v_proj.weight"));
-    prepare(l.wo, layer_name(i, "self_attn.o_proj.weight"));
-    prepare(l.w_gate, layer_name(i, "mlp.gate_proj.weight"));
-    prepare(l.w_up, layer_name(i, "mlp.up_proj.weight"));
-    prepare(l.w_down, layer_name(i, "mlp.down_proj.weight"));
-  }
-  if (!c.tie_word_embeddings) prepare(lm_head_, "lm_head.weight");
   inv_freq_ = rope_inv_freq(c);
 }
 
