@@ -189,11 +189,16 @@ constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
                   kQ5_0 = int64_t(DType::Q5_0), kQ5_1 = int64_t(DType::Q5_1),
                   kQ4_K = int64_t(DType::Q4_K), kQ5_K = int64_t(DType::Q5_K),
                   kQ6_K = int64_t(DType::Q6_K), kQ2_K = int64_t(DType::Q2_K),
-                  kQ3_K = int64_t(DType::Q3_K);
+                  kQ3_K = int64_t(DType::Q3_K), kF8E4M3 = int64_t(DType::F8_E4M3_B32),
+                  kF8E5M2 = int64_t(DType::F8_E5M2_B32);
 
+// Float GEMV kernels: the 110M model's head and MLP; FP8 with block scales also at a 7B MLP.
 void gemv_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kBF16, kF16, kF32})
+  for (int64_t t : {kBF16, kF16, kF32, kF8E4M3, kF8E5M2})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
+      b->Args({t, nk.first, nk.second, 1, 0});
+  for (int64_t t : {kF8E4M3, kF8E5M2})
+    for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{11008, 4096}, {4096, 11008}})
       b->Args({t, nk.first, nk.second, 1, 0});
 }
 bool has_packed_layout(int64_t t) {
@@ -209,20 +214,21 @@ void qgemv_args(benchmark::internal::Benchmark* b) {
         if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 1, packed});
 }
 void qgemv_hot_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K})
+  for (int64_t t :
+       {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K, kF8E4M3, kF8E5M2})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {128, 4096}})
       for (int64_t packed : {0, 1})
         if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 1, packed});
 }
 void gemm_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kF32, kBF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K})
+  for (int64_t t : {kF32, kBF16, kQ4_0, kQ8_0, kQ4_K, kQ6_K, kF8E4M3})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
              {768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
       for (int64_t packed : {0, 1})
         if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 512, packed});
 }
 void rows_args(benchmark::internal::Benchmark* b) {
-  for (int64_t t : {kBF16, kF16, kF32})
+  for (int64_t t : {kBF16, kF16, kF32, kF8E4M3})
     for (int64_t T : {1, 2, 4, 8, 12, 16, 32})
       for (int64_t path : {0, 1}) b->Args({t, T, path});
   for (int64_t t : {kQ4_0, kQ8_0, kQ4_K, kQ6_K})

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/qkernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
@@ -66,7 +68,9 @@ void expect_sums_agree(const std::vector<double>& got, const std::vector<double>
 
 bool uses_bf16_gemm(DType wt, int64_t T, bool pinned_gemm) {
   const bool gemm = pinned_gemm || T > cpu::gemv_max_rows(wt);
-  return gemm && wt == DType::BF16 && isa() == Isa::Avx512 && cpu_features().avx512_bf16;
+  // bf16 weights, or decoded panels of a block format without an integer GEMM (FP8).
+  return gemm && (wt == DType::BF16 || traits(wt).block_size > 1) && isa() == Isa::Avx512 &&
+         cpu_features().avx512_bf16;
 }
 
 void run_case(int64_t T, int64_t K, int64_t N, DType wt, bool bias, bool strided_w, Rng& rng) {
@@ -76,7 +80,8 @@ void run_case(int64_t T, int64_t K, int64_t N, DType wt, bool bias, bool strided
   SCOPED_TRACE(name);
   Guarded x(T, K, 5);
   fill_normal(x.view(), rng);
-  const Tensor w = make_weight(N, K, wt, strided_w, rng);
+  const Tensor w = traits(wt).block_size > 1 ? random_tensor({N, K}, DType::F32, rng, 0.1).to(wt)
+                                              : make_weight(N, K, wt, strided_w, rng);
   const Tensor b = random_tensor({N}, DType::F32, rng);
   const Tensor* bp = bias ? &b : nullptr;
   Tensor yr = Tensor::zeros({T, N});
@@ -219,4 +224,74 @@ TEST(Linear, BlockFormatsRunFromPackedBlocks) {
       EXPECT_LE(nmse(values(y.view()), values(yr)), integer ? 1e-3 : 1e-5)
           << dtype_name(wt) << " T=" << T;
     }
+}
+
+// FP8 with block scales runs on float GEMV kernels (codes decoded in registers, kernels_impl.inc)
+// and, past the GEMV threshold, on decoded panels; every path against the reference, and the
+// SIMD GEMVs against the scalar one, at block-multiple K (one block, a few, 4096) and T around
+// the kernels' row groups.
+TEST(Linear, Fp8BlocksAllPathsMatchReference) {
+  Rng rng(announce_seed(17, "Linear.Fp8BlocksAllPathsMatchReference"));
+  for (DType wt : {DType::F8_E4M3_B32, DType::F8_E5M2_B32}) {
+    for (int64_t K : {32, 96, 4096})
+      for (int64_t T : {1, 2, 3, 5, 17, 64}) run_case(T, K, K == 4096 ? 21 : 67, wt, T % 2 == 1, false, rng);
+    const int64_t th = cpu::gemv_max_rows(wt);
+    for (int64_t T : {th, th + 1}) run_case(T, 64, 35, wt, true, false, rng);
+  }
+}
+
+// Every FP8 code, decoded by each level's row conversion and GEMV: bit-identical values to the
+// format's scalar decoder (traits().to_f32), NaN codes included, under scales of both signs and
+// a power-of-two-free magnitude.
+TEST(Linear, Fp8EveryCodeDecodesExactly) {
+  for (DType wt : {DType::F8_E4M3_B32, DType::F8_E5M2_B32}) {
+    SCOPED_TRACE(dtype_name(wt));
+    const int64_t K = 256, N = 3;  // each row: the 256 codes in order, 8 blocks
+    const float scales[N] = {1.0f, -0.0371f, 3.5e-3f};
+    Tensor w = Tensor::zeros({N, K}, wt);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t b = 0; b < K / 32; ++b) {
+        uint8_t* blk = w.data<uint8_t>() + n * w.stride(0) + b * 36;
+        std::memcpy(blk, &scales[n], 4);
+        for (int j = 0; j < 32; ++j) blk[4 + j] = uint8_t(b * 32 + j);
+      }
+    std::vector<float> want(static_cast<size_t>(N * K));
+    for (int64_t n = 0; n < N; ++n) traits(wt).to_f32(w.row(n), want.data() + n * K, K);
+    const bool e4m3 = wt == DType::F8_E4M3_B32;
+    auto special = [&](int64_t k) {  // NaN (and for E5M2 infinity) codes
+      const int c = int(k) & 0x7f;
+      return e4m3 ? c == 0x7f : c >= 0x7c;
+    };
+    Tensor finite = w.clone();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        if (special(k)) finite.data<uint8_t>()[n * w.stride(0) + k / 32 * 36 + 4 + k % 32] = 0;
+    IsaLevels isas;
+    for (Isa level : isas.levels()) {
+      set_isa(level);
+      SCOPED_TRACE(isa_name(level));
+      std::vector<float> got(static_cast<size_t>(K));
+      for (int64_t n = 0; n < N; ++n) {
+        cpu::kernels().to_f32[size_t(wt)](w.row(n), got.data(), K);
+        for (int64_t k = 0; k < K; ++k) {
+          const float a = got[size_t(k)], b = want[size_t(n * K + k)];
+          EXPECT_TRUE(std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)))
+              << "row " << n << " code " << k << ": " << a << " vs " << b;
+        }
+      }
+      // GEMV with x one-hot at k over the rows with the special codes set to 0: y[n] = w[n, k]
+      // exactly; over the rows as they are, every output is NaN or infinite (0 times NaN or inf).
+      for (int64_t k = 0; k < K; ++k) {
+        Tensor x = Tensor::zeros({1, K});
+        x.data<float>()[k] = 1.0f;
+        Tensor y = Tensor::zeros({1, N});
+        cpu::linear_gemv(x, finite, nullptr, y, 1, K, N);
+        for (int64_t n = 0; n < N; ++n)
+          EXPECT_EQ(y.data<float>()[n], special(k) ? 0.0f : want[size_t(n * K + k)])
+              << "row " << n << " code " << k;
+        cpu::linear_gemv(x, w, nullptr, y, 1, K, N);
+        for (int64_t n = 0; n < N; ++n) EXPECT_FALSE(std::isfinite(y.data<float>()[n])) << "row " << n;
+      }
+    }
+  }
 }

@@ -45,6 +45,24 @@ struct V {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static R load_f16_n(const uint16_t* p, int n) { return _mm256_cvtph_ps(load8_u16_n(p, n)); }
+  // 32 FP8 codes (one block) through f16 into out[0..3], as in kernels_avx512.cpp; a NaN
+  // code's f16 gets exponent 31.
+  static void load_e4m3(const uint8_t* p, R* out) {
+    const __m128i em = _mm_set1_epi16(0x3F80), mask = _mm_set1_epi16(int16_t(0xBF80)),
+                  nan_bits = _mm_set1_epi16(0x7E00);
+    for (int i = 0; i < 4; ++i) {
+      const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i));
+      __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(c), 7), mask);
+      h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(_mm_and_si128(h, em), em), nan_bits));
+      out[i] = _mm256_cvtph_ps(h);
+    }
+  }
+  static void load_e5m2(const uint8_t* p, R* out) {
+    for (int i = 0; i < 4; ++i) {
+      const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i));
+      out[i] = _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(c), 8));
+    }
+  }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
@@ -104,11 +122,15 @@ const Kernels& kernels_avx2() {
     t.to_f32[size_t(DType::F32)] = avx2::to_f32_row<avx2::LoadF32>;
     t.to_f32[size_t(DType::BF16)] = avx2::to_f32_row<avx2::LoadBF16>;
     t.to_f32[size_t(DType::F16)] = avx2::to_f32_row<avx2::LoadF16>;
+    t.gemv[size_t(DType::F8_E4M3_B32)] = avx2::gemv<avx2::LoadE4M3B32>;
+    t.gemv[size_t(DType::F8_E5M2_B32)] = avx2::gemv<avx2::LoadE5M2B32>;
     t.quantize_act = quantize_act_avx2;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
       t.qgemv[i] = qgemv_avx2(DType(i));
       if (const DequantFn f = dequant_avx2(DType(i))) t.to_f32[i] = f;
     }
+    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx2::to_f32_row<avx2::LoadE4M3B32>;
+    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx2::to_f32_row<avx2::LoadE5M2B32>;
     t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
     t.rms_norm_row = avx2::rms_norm_row;
     t.rope_row = avx2::rope_row;

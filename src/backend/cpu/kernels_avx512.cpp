@@ -48,6 +48,26 @@ struct V {
   static R load_f16_n(const uint16_t* p, int n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes_below(n), p));
   }
+  // 32 FP8 codes (one block) through f16, into out[0..1] (kernels_impl.inc, LoadE4M3B32):
+  // E4M3's seven low bits go to bits 7..13 and its sign to bit 15, which reads as the value
+  // times 2^-8, and NaN codes (0x7F, 0xFF) become an f16 NaN. E5M2 is the top byte of the f16
+  // of the same value.
+  static void f16x32_to_ps(__m512i h, R* out) {
+    out[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  }
+  static void load_e4m3(const uint8_t* p, R* out) {
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(c), 7),
+                                       _mm512_set1_epi16(int16_t(0xBF80)));
+    const __m256i m7 = _mm256_set1_epi8(0x7F);
+    const __mmask32 nan = _mm256_cmpeq_epi8_mask(_mm256_and_si256(c, m7), m7);
+    f16x32_to_ps(_mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(0x7E00)), out);
+  }
+  static void load_e5m2(const uint8_t* p, R* out) {
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    f16x32_to_ps(_mm512_slli_epi16(_mm512_cvtepu8_epi16(c), 8), out);
+  }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
@@ -131,12 +151,16 @@ const Kernels& kernels_avx512() {
     t.to_f32[size_t(DType::F32)] = avx512::to_f32_row<avx512::LoadF32>;
     t.to_f32[size_t(DType::BF16)] = avx512::to_f32_row<avx512::LoadBF16>;
     t.to_f32[size_t(DType::F16)] = avx512::to_f32_row<avx512::LoadF16>;
+    t.gemv[size_t(DType::F8_E4M3_B32)] = avx512::gemv<avx512::LoadE4M3B32>;
+    t.gemv[size_t(DType::F8_E5M2_B32)] = avx512::gemv<avx512::LoadE5M2B32>;
     t.quantize_act = quantize_act_avx512;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
       t.qgemv[i] = qgemv_avx512(DType(i), cpu_features().avx512_vnni);
       if (const DequantFn f = dequant_avx512(DType(i))) t.to_f32[i] = f;
       if (cpu_features().avx512_bf16) t.to_bf16[i] = dequant_bf16_avx512(DType(i));
     }
+    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
+    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
     t.f32_to_bf16 =
         cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
     t.rms_norm_row = avx512::rms_norm_row;

@@ -72,6 +72,18 @@ struct V {
   static R load_f16_n(const uint16_t* p, int n) {
     return map([&](int i) { return i < n ? f16(p[i]) : 0.0f; });
   }
+  // FP8 codes through f16 as the SIMD levels read them (kernels_avx512.cpp): E4M3 as its value
+  // times 2^-8, NaN codes as NaN; E5M2 as its value.
+  static float e4m3(uint8_t c) {
+    if ((c & 0x7f) == 0x7f) return NAN;
+    return f16(uint16_t((c & 0x7fu) << 7 | (c & 0x80u) << 8));
+  }
+  static void load_e4m3(const uint8_t* p, R* out) {
+    for (int v = 0; v < 4; ++v) out[v] = map([&](int i) { return e4m3(p[8 * v + i]); });
+  }
+  static void load_e5m2(const uint8_t* p, R* out) {
+    for (int v = 0; v < 4; ++v) out[v] = map([&](int i) { return f16(uint16_t(p[8 * v + i] << 8)); });
+  }
   static R fma(R a, R b, R c) {
     return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
   }
@@ -144,8 +156,12 @@ const Kernels& kernels_generic() {
     t.to_f32[size_t(DType::F32)] = generic::to_f32_row<generic::LoadF32>;
     t.to_f32[size_t(DType::BF16)] = generic::to_f32_row<generic::LoadBF16>;
     t.to_f32[size_t(DType::F16)] = generic::to_f32_row<generic::LoadF16>;
+    t.gemv[size_t(DType::F8_E4M3_B32)] = generic::gemv<generic::LoadE4M3B32>;
+    t.gemv[size_t(DType::F8_E5M2_B32)] = generic::gemv<generic::LoadE5M2B32>;
     t.quantize_act = quantize_act_generic;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) t.qgemv[i] = qgemv_generic(DType(i));
+    t.to_f32[size_t(DType::F8_E4M3_B32)] = generic::to_f32_row<generic::LoadE4M3B32>;
+    t.to_f32[size_t(DType::F8_E5M2_B32)] = generic::to_f32_row<generic::LoadE5M2B32>;
     t.f32_to_bf16 = generic::f32_to_bf16_scalar;
     t.rms_norm_row = generic::rms_norm_row;
     t.rope_row = generic::rope_row;
