@@ -49,11 +49,12 @@ def main():
     thr = ["--threads", str(a.threads)] if a.threads else []
     models = {"bf16": f"random:{a.shape}"}
     for f in a.formats.split(","):
-        path = os.path.join(a.work, f"{a.shape}-{f}.gguf")
+        # GGUF holds the ggml types; FP8 goes to a safetensors directory.
+        path = os.path.join(a.work, f"{a.shape}-{f}" + ("" if f.startswith("f8") else ".gguf"))
         recipe = f if f == "q4_k_m" else f"uniform:{f}"
         run([a.genperf, "quantize", "--model", f"random:{a.shape}", "--out", path, "--recipe", recipe] + thr)
         models[f] = path
-        if a.stored:
+        if a.stored and not f.startswith("f8"):  # FP8 is never repacked
             models[f + " stored"] = path
     stored_env = dict(os.environ, GENPERF_PACK="0")
     bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "io/gguf.h"
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
+#include "quant/formats.h"
 
 namespace genperf {
 namespace {
@@ -247,6 +249,71 @@ void check_tensors(const LlamaConfig& c, const std::map<std::string, Tensor>& te
 
 // ---------- Hugging Face directories ----------
 
+// FP8 checkpoints as Hugging Face tools write them (compressed-tensors, fbgemm_fp8, ModelOpt,
+// the block-wise "fp8" of DeepSeek-V3 and Qwen3): a weight of dtype F8_E4M3 or F8_E5M2 [N, K]
+// with its scales, x = code * scale, in "<name>_scale" (per tensor: one value; per channel: [N]
+// or [N, 1]) or "<name>_scale_inv" (those, or blocks of 128 x 128: [ceil(N/128), ceil(K/128)]).
+// Each weight becomes genperf's F8_*_B32, every 32 codes with the f32 scale that covers them:
+// the same values (an exact re-encoding), at 9 instead of 8 bits per weight, which the kernels
+// run directly. The scale tensors are consumed; activation scales ("input_scale") are dropped:
+// genperf keeps activations in f32.
+void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& origin,
+                     const std::string& source) {
+  auto file_of = [&](const std::string& name) {
+    const auto it = origin.find(name);
+    return it == origin.end() ? source : it->second;
+  };
+  std::vector<std::string> consumed;
+  for (auto& [name, w] : tensors) {
+    const DType dt = w.dtype();
+    if (dt != DType::F8_E4M3 && dt != DType::F8_E5M2) continue;
+    const std::string where = "[checkpoint] " + file_of(name) + ": FP8 tensor " + name + " " + w.describe();
+    GP_CHECK(w.ndim() == 2, where, ": only matrices may be FP8");
+    const int64_t N = w.size(0), K = w.size(1);
+    GP_CHECK(K % quant::kF8Block == 0, where, ": its rows of ", K, " are not a multiple of ", quant::kF8Block,
+             ", the block genperf runs FP8 in");
+    std::string sname = name + "_scale";
+    if (!tensors.count(sname)) sname = name + "_scale_inv";
+    const auto it = tensors.find(sname);
+    GP_CHECK(it != tensors.end(), where, ": no ", name, "_scale or ", name, "_scale_inv tensor to scale it");
+    const Tensor& st = it->second;
+    GP_CHECK(traits(st.dtype()).is_float && traits(st.dtype()).block_size == 1,
+             "[checkpoint] ", file_of(sname), ": scale tensor ", sname, " ", st.describe(), " is not a float tensor");
+    const Tensor sf = st.to(DType::F32);
+    const float* sc = sf.data<float>();
+    // The scale of row n, column block b (of 32): per tensor, per channel, or per 128 x 128.
+    const int64_t bn = (N + 127) / 128, bk = (K + 127) / 128;
+    std::function<float(int64_t, int64_t)> scale;
+    if (sf.numel() == 1) {
+      scale = [sc](int64_t, int64_t) { return sc[0]; };
+    } else if (sf.numel() == N && (sf.ndim() == 1 || (sf.ndim() == 2 && sf.size(1) == 1))) {
+      scale = [sc](int64_t n, int64_t) { return sc[n]; };
+    } else if (sf.ndim() == 2 && sf.size(0) == bn && sf.size(1) == bk) {
+      scale = [sc, bk](int64_t n, int64_t b) { return sc[n / 128 * bk + b * quant::kF8Block / 128]; };
+    } else {
+      fail("[checkpoint] ", file_of(sname), ": scale tensor ", sname, " ", sf.describe(), " fits none of the FP8 ",
+           "layouts for ", name, " [", N, ", ", K, "]: one value, [", N, "] or [", N, ", 1] per channel, or [", bn,
+           ", ", bk, "] per block of 128 x 128");
+    }
+    const DType bt = dt == DType::F8_E4M3 ? DType::F8_E4M3_B32 : DType::F8_E5M2_B32;
+    Tensor out = Tensor::zeros({N, K}, bt);
+    const Tensor& codes = w;  // as read: contiguous
+    for (int64_t n = 0; n < N; ++n) {
+      const uint8_t* q = codes.data<uint8_t>() + n * K;
+      auto* blocks = reinterpret_cast<quant::BlockF8*>(out.data<uint8_t>() + size_t(n) * out.stride(0));
+      for (int64_t b = 0; b < K / quant::kF8Block; ++b) {
+        blocks[b].d = scale(n, b);
+        std::memcpy(blocks[b].qs, q + b * quant::kF8Block, quant::kF8Block);
+      }
+    }
+    w = std::move(out);
+    consumed.push_back(sname);
+    const std::string stem = name.substr(0, name.size() - (name.ends_with(".weight") ? 7 : 0));
+    consumed.push_back(stem + ".input_scale");
+  }
+  for (const std::string& n : consumed) tensors.erase(n);
+}
+
 bool plain_file_name(const std::string& f) {
   return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos &&
          f.find('\0') == std::string::npos;
@@ -297,6 +364,7 @@ Checkpoint load_hf_dir(const std::string& dir, bool with_tokenizer) {
   } else {
     fail("[checkpoint] ", dir, ": found neither model.safetensors nor model.safetensors.index.json");
   }
+  fold_fp8_scales(ck.tensors, origin, dir);
   check_tensors(ck.config, ck.tensors, origin, dir);
   if (with_tokenizer &&
       (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "tokenizer.model", ec)))

@@ -18,7 +18,8 @@ struct DtypeName {
   DType dtype;
 };
 constexpr DtypeName kDtypes[] = {
-    {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I32", DType::I32}};
+    {"F32", DType::F32},         {"F16", DType::F16},        {"BF16", DType::BF16},
+    {"I32", DType::I32},         {"F8_E4M3", DType::F8_E4M3}, {"F8_E5M2", DType::F8_E5M2}};
 
 struct Entry {
   std::string name;
@@ -115,7 +116,7 @@ class HeaderReader {
         return false;
       }
     error("tensor '", name, "' has unsupported dtype '", d.as_string(),
-          "' (genperf reads F32, F16, BF16, I32, and U8 bytes of its quantized formats)");
+          "' (genperf reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, and U8 bytes of its quantized formats)");
   }
 
   // A U8 tensor of quantized bytes: `spec` is "<format> <d0> <d1> ..." (the logical shape); the

@@ -17,7 +17,7 @@ namespace genperf {
 struct SafetensorsFile {
   std::shared_ptr<MmapFile> file;
   std::vector<std::string> names;         // header order
-  std::map<std::string, Tensor> tensors;  // F32, F16, BF16, I32 or quantized; shapes outermost first
+  std::map<std::string, Tensor> tensors;  // F32, F16, BF16, I32, FP8 or quantized; shapes outermost first
   std::map<std::string, std::string> metadata;
 };
 
@@ -26,7 +26,8 @@ struct SafetensorsFile {
 // "genperf.quant.<name>" = "<format> <d0> ... <d_last>" giving the format and the logical shape.
 //
 // Reads `path`; errors are genperf::Error "[safetensors] <path>: ...". Dtypes other than F32, F16,
-// BF16, I32 and U8 described by genperf.quant metadata are an error naming the tensor; the U8
+// BF16, I32, F8_E4M3, F8_E5M2 and U8 described by genperf.quant metadata are an error naming the
+// tensor; the U8
 // bytes must match the format and logical shape exactly. A rank-0 (scalar) tensor reads as shape [1].
 SafetensorsFile read_safetensors(const std::string& path);
 // The same checks on bytes already in memory (fuzzers, tests).
@@ -38,7 +39,8 @@ SafetensorsFile read_safetensors(std::shared_ptr<MmapFile> file);
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-// The safetensors dtype name of a genperf type ("F32", "F16", "BF16", "I32"); Error for others.
+// The safetensors dtype name of a genperf type ("F32", "F16", "BF16", "I32", "F8_E4M3",
+// "F8_E5M2"); Error for others.
 const char* safetensors_dtype_name(DType t);
 
 }  // namespace genperf

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -510,4 +511,99 @@ TEST(Checkpoint, MutatedGgufNeverCrashes) {
     }
   }
   std::printf("%d of 1500 mutated checkpoints loaded\n", loaded);
+}
+
+// FP8 checkpoints as Hugging Face tools write them: F8_E4M3 / F8_E5M2 weights with per-tensor,
+// per-channel or 128 x 128 block scales under "<name>_scale" or "<name>_scale_inv". Each loads
+// as genperf's F8_*_B32 with exactly the values code * scale; scale tensors and activation
+// scales are consumed.
+TEST(Checkpoint, HfFp8WeightsWithScales) {
+  const unsigned seed = 1004;
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  TempDir dir("ck");
+  LlamaConfig c = tiny_config();
+  c.intermediate_size = 160;  // gate/up [160, 32] and down [32, 160]: two 128-blocks one way
+  const auto plain = tiny_tensors(c, rng);
+  save_hf_checkpoint(dir / "m", c, plain);  // config.json; the weights are replaced below
+
+  struct Layout {
+    std::string suffix;            // "_scale" or "_scale_inv"
+    std::vector<int64_t> shape;    // of the scale tensor
+    std::function<int64_t(int64_t, int64_t)> index;  // scale index of element (n, k)
+  };
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::map<std::string, std::vector<float>> want;  // dequantized values by weight name
+  std::map<std::string, DType> want_type;
+  int which = 0;
+  for (const auto& [name, w] : plain) {
+    if (w.ndim() != 2 || name.find("layers") == std::string::npos) {
+      out.emplace_back(name, w);
+      continue;
+    }
+    const int64_t N = w.size(0), K = w.size(1), bk = (K + 127) / 128;
+    const Layout layouts[] = {
+        {"_scale", {N, 1}, [](int64_t n, int64_t) { return n; }},
+        {"_scale", {N}, [](int64_t n, int64_t) { return n; }},
+        {"_scale_inv", {1}, [](int64_t, int64_t) { return int64_t(0); }},
+        {"_scale_inv", {(N + 127) / 128, bk}, [bk](int64_t n, int64_t k) { return n / 128 * bk + k / 128; }},
+    };
+    const Layout& L = layouts[which % 4];
+    const bool e4m3 = which % 3 != 2;
+    ++which;
+    Tensor scale = Tensor::zeros(L.shape);
+    std::uniform_real_distribution<float> u(0.5f, 2.0f);
+    for (int64_t i = 0; i < scale.numel(); ++i) scale.data<float>()[i] = u(rng) / (e4m3 ? 448.f : 57344.f);
+    if (which % 2) scale = scale.to(DType::BF16).to(DType::F32);  // scales stored as bf16 below
+    Tensor codes = Tensor::zeros({N, K}, e4m3 ? DType::F8_E4M3 : DType::F8_E5M2);
+    std::vector<float>& v = want[name];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const float s = scale.data<float>()[L.index(n, k)], x = w.data<float>()[n * K + k] / s;
+        const uint8_t q = e4m3 ? f32_to_f8_e4m3(x) : f32_to_f8_e5m2(x);
+        codes.data<uint8_t>()[n * K + k] = q;
+        v.push_back(s * (e4m3 ? f8_e4m3_to_f32(q) : f8_e5m2_to_f32(q)));
+      }
+    want_type[name] = e4m3 ? DType::F8_E4M3_B32 : DType::F8_E5M2_B32;
+    out.emplace_back(name, codes);
+    out.emplace_back(name + L.suffix, which % 2 ? scale.to(DType::BF16) : scale);
+    if (which % 2) out.emplace_back(name.substr(0, name.size() - 7) + ".input_scale", Tensor::zeros({1}));
+  }
+  ASSERT_GE(which, 8);
+  write_safetensors(dir / "m/model.safetensors", out);
+  const Checkpoint ck = load_checkpoint(dir / "m", false);
+  for (const auto& [name, v] : want) {
+    SCOPED_TRACE(name);
+    const Tensor& t = ck.tensors.at(name);
+    EXPECT_EQ(t.dtype(), want_type[name]);
+    const Tensor f = t.to(DType::F32);
+    ASSERT_EQ(f.numel(), int64_t(v.size()));
+    EXPECT_EQ(std::memcmp(f.data<float>(), v.data(), v.size() * 4), 0);
+  }
+  for (const auto& [name, t] : ck.tensors) {
+    EXPECT_FALSE(name.ends_with("_scale") || name.ends_with("_scale_inv")) << name;
+    EXPECT_FALSE(name.ends_with("input_scale")) << name;
+  }
+
+  // Errors name the file and the tensor.
+  auto without = [&](const std::string& drop, const std::pair<std::string, Tensor>* add = nullptr) {
+    std::vector<std::pair<std::string, Tensor>> o;
+    for (const auto& e : out)
+      if (e.first != drop) o.push_back(e);
+    if (add) o.push_back(*add);
+    write_safetensors(dir / "m/model.safetensors", o);
+    return error_of([&] { load_checkpoint(dir / "m", false); });
+  };
+  const std::string q0 = "model.layers.0.self_attn.q_proj.weight";
+  std::string scale_name;
+  for (const auto& e : out)
+    if (e.first.starts_with(q0 + "_scale")) scale_name = e.first;
+  ASSERT_FALSE(scale_name.empty());
+  std::string e = without(scale_name);
+  EXPECT_NE(e.find("model.safetensors: FP8 tensor " + q0), std::string::npos) << e;
+  EXPECT_NE(e.find("no " + q0 + "_scale or " + q0 + "_scale_inv"), std::string::npos) << e;
+  const std::pair<std::string, Tensor> bad{scale_name, Tensor::zeros({3})};
+  e = without(scale_name, &bad);
+  EXPECT_NE(e.find("scale tensor " + scale_name), std::string::npos) << e;
+  EXPECT_NE(e.find("fits none of the FP8 layouts"), std::string::npos) << e;
 }
