@@ -240,14 +240,16 @@ TEST(Linear, Fp8BlocksAllPathsMatchReference) {
   }
 }
 
-// Every FP8 code, decoded by each level's row conversion and GEMV: bit-identical values to the
-// format's scalar decoder (traits().to_f32), NaN codes included, under scales of both signs and
-// a power-of-two-free magnitude.
+// Every FP8 code, decoded by each level's row conversion, bf16 panel conversion and GEMV:
+// bit-identical values to the format's scalar decoder (traits().to_f32), NaN codes included,
+// through the SIMD levels' fast and exact paths.
 TEST(Linear, Fp8EveryCodeDecodesExactly) {
   for (DType wt : {DType::F8_E4M3_B32, DType::F8_E5M2_B32}) {
     SCOPED_TRACE(dtype_name(wt));
-    const int64_t K = 256, N = 3;  // each row: the 256 codes in order, 8 blocks
-    const float scales[N] = {1.0f, -0.0371f, 3.5e-3f};
+    // Each row: the 256 codes in order, 8 blocks. Scales of both signs, and outside the SIMD
+    // levels' fast path (|d| >= 2^8 for E4M3, >= 2^16 for E5M2) and near underflow.
+    const int64_t K = 256, N = 6;
+    const float scales[N] = {1.0f, -0.0371f, 3.5e-3f, 1000.0f, -1.0e5f, 1.0e-30f};
     Tensor w = Tensor::zeros({N, K}, wt);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t b = 0; b < K / 32; ++b) {
@@ -277,6 +279,18 @@ TEST(Linear, Fp8EveryCodeDecodesExactly) {
           const float a = got[size_t(k)], b = want[size_t(n * K + k)];
           EXPECT_TRUE(std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)))
               << "row " << n << " code " << k << ": " << a << " vs " << b;
+        }
+      }
+      // Straight to bf16 (the prefill panels, where the level has it): want rounded to bf16.
+      if (const auto to_bf16 = cpu::kernels().to_bf16[size_t(wt)]) {
+        std::vector<uint16_t> h(static_cast<size_t>(K));
+        for (int64_t n = 0; n < N; ++n) {
+          to_bf16(w.row(n), h.data(), K);
+          for (int64_t k = 0; k < K; ++k) {
+            const float a = bf16_to_f32(h[size_t(k)]), b = bf16_to_f32(f32_to_bf16(want[size_t(n * K + k)]));
+            EXPECT_TRUE(std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)))
+                << "bf16 row " << n << " code " << k << ": " << a << " vs " << b;
+          }
         }
       }
       // GEMV with x one-hot at k over the rows with the special codes set to 0: y[n] = w[n, k]

@@ -119,6 +119,22 @@ void f32_to_bf16_native(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// FP8 rows straight to bf16 (the decoded panels of the bf16 GEMM): d * fp8(code) in f32, then
+// rounded as f32_to_bf16_native rounds it, without a row of f32 in between.
+template <class L>
+void f8_to_bf16_row(const void* src, uint16_t* dst, int64_t n) {
+  const char* s = static_cast<const char*>(src);
+  for (int64_t b = 0; b < n / kF8Elems; ++b, s += kF8BlockBytes, dst += kF8Elems) {
+    const R d = f8_scale<L>(s);
+    R v[2];
+    L::load(reinterpret_cast<const uint8_t*>(s + 4), v);
+    for (int h = 0; h < 2; ++h) {
+      const __m256bh r = _mm512_cvtneps_pbh(V::mul(v[h], d));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * h), reinterpret_cast<const __m256i&>(r));
+    }
+  }
+}
+
 // The same rounding in AVX-512F integer arithmetic, for CPUs without AVX512-BF16.
 void f32_to_bf16_emulated(const float* src, uint16_t* dst, int64_t n) {
   const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
@@ -161,6 +177,10 @@ const Kernels& kernels_avx512() {
     }
     t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
     t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
+    if (cpu_features().avx512_bf16) {
+      t.to_bf16[size_t(DType::F8_E4M3_B32)] = avx512::f8_to_bf16_row<avx512::LoadE4M3B32>;
+      t.to_bf16[size_t(DType::F8_E5M2_B32)] = avx512::f8_to_bf16_row<avx512::LoadE5M2B32>;
+    }
     t.f32_to_bf16 =
         cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
     t.rms_norm_row = avx512::rms_norm_row;
