@@ -14,7 +14,7 @@ Never run in CI (minutes; needs an otherwise idle machine).
 layout instead of ops::prepare_weight's packed one), in the same rounds, as rows "<format> stored",
 and reports the per-round ratios packed / stored.
 """
-import argparse, json, os, statistics, subprocess, sys
+import argparse, json, os, shutil, statistics, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -51,6 +51,7 @@ def main():
     for f in a.formats.split(","):
         # GGUF holds the ggml types; FP8 goes to a safetensors directory.
         path = os.path.join(a.work, f"{a.shape}-{f}" + ("" if f.startswith("f8") else ".gguf"))
+        shutil.rmtree(path, ignore_errors=True)  # quantize writes a new directory, never into one
         recipe = f if f == "q4_k_m" else f"uniform:{f}"
         run([a.genperf, "quantize", "--model", f"random:{a.shape}", "--out", path, "--recipe", recipe] + thr)
         models[f] = path
