@@ -45,22 +45,26 @@ struct V {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static R load_f16_n(const uint16_t* p, int n) { return _mm256_cvtph_ps(load8_u16_n(p, n)); }
-  // 32 FP8 codes (one block) through f16 into out[0..3], as in kernels_avx512.cpp; a NaN
-  // code's f16 gets exponent 31.
+  // 32 FP8 codes (one block) through f16 into out[0..3], as in kernels_avx512.cpp, 16 codes
+  // per 256-bit step; a NaN code's f16 gets exponent 31.
+  static void f16x16_to_ps(__m256i h, R* out) {
+    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  }
   static void load_e4m3(const uint8_t* p, R* out) {
-    const __m128i em = _mm_set1_epi16(0x3F80), mask = _mm_set1_epi16(int16_t(0xBF80)),
-                  nan_bits = _mm_set1_epi16(0x7E00);
-    for (int i = 0; i < 4; ++i) {
-      const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i));
-      __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(c), 7), mask);
-      h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(_mm_and_si128(h, em), em), nan_bits));
-      out[i] = _mm256_cvtph_ps(h);
+    const __m256i em = _mm256_set1_epi16(0x3F80), mask = _mm256_set1_epi16(int16_t(0xBF80)),
+                  nan_bits = _mm256_set1_epi16(0x7E00);
+    for (int i = 0; i < 2; ++i) {
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+      __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(c), 7), mask);
+      h = _mm256_or_si256(h, _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(h, em), em), nan_bits));
+      f16x16_to_ps(h, out + 2 * i);
     }
   }
   static void load_e5m2(const uint8_t* p, R* out) {
-    for (int i = 0; i < 4; ++i) {
-      const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * i));
-      out[i] = _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(c), 8));
+    for (int i = 0; i < 2; ++i) {
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+      f16x16_to_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(c), 8), out + 2 * i);
     }
   }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
