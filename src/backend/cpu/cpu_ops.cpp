@@ -115,8 +115,7 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 // The packed kernels' level is selected (they exist for AVX-512 VNNI only).
 bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni; }
 
-// The FP8 format with a packed layout (qpack.h), run by float kernels.
-bool is_fp8_blocks(DType wt) { return wt == DType::F8_E4M3_B32; }
+bool is_fp8_blocks(DType wt) { return wt == DType::F8_E4M3_B32 || wt == DType::F8_E5M2_B32; }
 
 // The integer GEMM of the selected level for the weight (qkernels.h), null where none. A packed
 // weight of an integer format always has one, since the decoded panels cannot read it: below
@@ -156,7 +155,9 @@ GemvKernel gemv_kernel(const Tensor& w) {
   const Kernels &kr = kernels(), &gen = kernels_generic();
   GemvKernel k;
   if (packed(w) && is_fp8_blocks(wt)) {
-    k.f = kr.gemv_packed[size_t(wt)] ? kr.gemv_packed[size_t(wt)] : gemv_f8_unpacking<DType::F8_E4M3_B32>;
+    k.f = kr.gemv_packed[size_t(wt)];
+    if (!k.f)
+      k.f = wt == DType::F8_E4M3_B32 ? gemv_f8_unpacking<DType::F8_E4M3_B32> : gemv_f8_unpacking<DType::F8_E5M2_B32>;
     return k;
   }
   if (packed(w)) {  // a packed weight read at another level (a test's or GENPERF_ISA's)
@@ -317,9 +318,10 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
 
 namespace {
 
-// True when no scale of an FP8 E4M3 weight is NaN or infinite and no code is NaN: the packed
-// kernel reads codes as f32 bit patterns, which have no NaN (kernels_avx512.cpp, gemv_f8_packed).
+// True when no scale and no code of an FP8 weight is NaN or infinite: the packed FP8 kernel reads
+// codes as f32 bit patterns, which has no NaN or infinity (kernels_avx512.cpp, gemv_f8_packed).
 bool fp8_finite(const Tensor& w) {
+  const bool e4m3 = w.dtype() == DType::F8_E4M3_B32;
   const int64_t nblk = w.size(1) / 32;
   for (int64_t n = 0; n < w.size(0); ++n) {
     const uint8_t* b = static_cast<const uint8_t*>(w.row(n));
@@ -328,7 +330,7 @@ bool fp8_finite(const Tensor& w) {
       std::memcpy(&d, b, 4);
       if (!std::isfinite(d)) return false;
       for (int j = 4; j < 36; ++j)
-        if ((b[j] & 0x7f) == 0x7f) return false;
+        if (e4m3 ? (b[j] & 0x7f) == 0x7f : (b[j] & 0x7c) == 0x7c) return false;
     }
   }
   return true;

@@ -119,12 +119,11 @@ void f32_to_bf16_native(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// FP8 weights packed 16 rows to a group (qpack.h; E4M3, kShiftR 4, kMask 0x87F00000, kUnitExp
-// 120; E5M2 would take 3, 0x8FE00000, 112, but stays in rows): per block the 16 rows' scales,
-// then chunks of 64 bytes holding codes k..k+3 of the 16 rows, one row per 32-bit lane. Code q of
-// every lane, shifted to the top byte and back arithmetically by kShiftR, has its exponent and
-// mantissa where an f32's are (bits 20..26 for E4M3) and its sign in bit 31, so that read as an
-// f32 it is its value times 2^-kUnitExp, subnormal codes as f32 subnormals;
+// FP8 weights packed 16 rows to a group (qpack.h): per block the 16 rows' scales, then chunks of
+// 64 bytes holding codes k..k+3 of the 16 rows, one row per 32-bit lane. Code q of every lane,
+// shifted to the top byte and back arithmetically by kShiftR, has its exponent and mantissa where
+// an f32's are (bits 20..26 for E4M3, 21..27 for E5M2) and its sign in bit 31, so that read as an
+// f32 it is its value times 2^-120 (E4M3) or 2^-112 (E5M2), subnormal codes as f32 subnormals;
 // one exact multiplication by kUnit gives the value. Each lane sums its row's values times
 // x[k] (broadcast) over a block in 4 partial sums (one per code position, so the FMA chains
 // overlap), then multiplies the block's sum by the row's scale. No lane crossings and no
@@ -271,8 +270,10 @@ const Kernels& kernels_avx512() {
     t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
     t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
     t.gemv_packed[size_t(DType::F8_E4M3_B32)] = avx512::gemv_f8_packed<4, 0x87F00000u, 120>;
+    t.gemv_packed[size_t(DType::F8_E5M2_B32)] = avx512::gemv_f8_packed<3, 0x8FE00000u, 112>;
     if (cpu_features().avx512_bf16) {
       t.packed_to_bf16_kn[size_t(DType::F8_E4M3_B32)] = avx512::f8_packed_to_bf16_kn<4, 0x87F00000u, 120>;
+      t.packed_to_bf16_kn[size_t(DType::F8_E5M2_B32)] = avx512::f8_packed_to_bf16_kn<3, 0x8FE00000u, 112>;
       t.to_bf16[size_t(DType::F8_E4M3_B32)] = avx512::f8_to_bf16_row<avx512::LoadE4M3B32>;
       t.to_bf16[size_t(DType::F8_E5M2_B32)] = avx512::f8_to_bf16_row<avx512::LoadE5M2B32>;
     }

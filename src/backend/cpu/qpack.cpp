@@ -36,8 +36,8 @@ constexpr Field kQ4_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 128, 
 constexpr Field kQ5_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 32, 4, 0}, {48, 128, 4, 0}};
 constexpr Field kQ6_K[] = {{208, 2, 2, 0}, {192, 16, 1, 0}, {0, 128, 4, 0}, {128, 64, 4, 0}};
 
-// FP8 E4M3 with block scales: per block the 16 rows' f32 scales (64 bytes), then their codes 4
-// at a time, each 64-byte chunk the same 4 codes of the 16 rows.
+// FP8 with block scales: per block the 16 rows' f32 scales (64 bytes), then their codes 4 at a
+// time, each 64-byte chunk the same 4 codes of the 16 rows.
 constexpr Field kF8[] = {{0, 4, 4, 0}, {4, 32, 4, 0}};
 
 // Q6_K in the order the kernels read it (qpack.h): d, the scales, then per half h and step kk
@@ -60,7 +60,8 @@ const PackFormat* format_of(DType wt) {
     case DType::Q4_K: return &q4_k;
     case DType::Q5_K: return &q5_k;
     case DType::Q6_K: return &q6_k;
-    case DType::F8_E4M3_B32: return &f8;
+    case DType::F8_E4M3_B32:
+    case DType::F8_E5M2_B32: return &f8;
     default: return nullptr;
   }
 }
