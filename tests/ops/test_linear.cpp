@@ -9,7 +9,6 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/qpack.h"
 #include "backend/cpu/qkernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
@@ -308,65 +307,5 @@ TEST(Linear, Fp8EveryCodeDecodesExactly) {
         for (int64_t n = 0; n < N; ++n) EXPECT_FALSE(std::isfinite(y.data<float>()[n])) << "row " << n;
       }
     }
-  }
-}
-
-// FP8 weights packed at load (ops::prepare_weight: 16 rows interleaved, codes decoded as f32 bit
-// patterns, qpack.h): the stored rows come back from the packed bytes, linear on the packed
-// weight agrees with linear on the stored one within 1e-6 of the terms' magnitude at every ISA
-// level (below AVX-512 the rows are unpacked first) and through the GEMM path, the reference
-// reads the packed rows exactly, and weights with NaN or infinite codes or scales, or without
-// whole groups of 16 rows, stay stored.
-TEST(Linear, Fp8PackedMatchesStored) {
-  if (!(isa() == Isa::Avx512 && cpu_features().avx512_vnni)) GTEST_SKIP() << "packing needs AVX-512 VNNI";
-  Rng rng(announce_seed(18, "Linear.Fp8PackedMatchesStored"));
-  for (DType wt : {DType::F8_E4M3_B32, DType::F8_E5M2_B32})
-    for (int64_t K : {32, 96, 4096}) {
-      const int64_t N = K == 4096 ? 32 : 48;
-      const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
-      const Tensor p = ops::prepare_weight(w);
-      ASSERT_EQ(p.layout(), Layout::kRows16) << w.describe();
-      std::vector<uint8_t> row(w.stride(0));
-      for (int64_t n = 0; n < N; ++n) {
-        cpu::unpack_row16(wt, p.data<uint8_t>(), n, K, row.data());
-        ASSERT_EQ(std::memcmp(row.data(), w.row(n), row.size()), 0) << "row " << n;
-      }
-      for (int64_t T : {1, 2, 3, 5, 12, 13, 40}) {
-        SCOPED_TRACE(std::string(dtype_name(wt)) + " K=" + std::to_string(K) + " T=" + std::to_string(T));
-        Guarded x(T, K, 5);
-        fill_normal(x.view(), rng);
-        const Tensor b = random_tensor({N}, DType::F32, rng);
-        const auto mag = term_magnitudes(x.view(), w, &b);
-        Tensor yr = Tensor::zeros({T, N}), yp = Tensor::zeros({T, N});
-        ops::ref::linear(x.view(), w, &b, yr);
-        ops::ref::linear(x.view(), p, &b, yp);
-        EXPECT_EQ(std::memcmp(yr.raw(), yp.raw(), yr.nbytes()), 0) << "reference on packed rows";
-        IsaLevels isas;
-        for (Isa level : isas.levels()) {
-          set_isa(level);
-          SCOPED_TRACE(isa_name(level));
-          Guarded ys(T, N, 2), ypk(T, N, 2);
-          ops::linear(x.view(), w, &b, ys.view());
-          ops::linear(x.view(), p, &b, ypk.view());
-          ypk.check_guards("y");
-          if (T <= cpu::gemv_max_rows(wt))
-            expect_sums_agree(values(ypk.view()), values(ys.view()), mag);
-          else  // decoded panels, the same for both layouts
-            EXPECT_EQ(values(ypk.view()), values(ys.view()));
-        }
-      }
-    }
-  // What stays stored: NaN codes, an infinite scale, rows not in whole groups of 16.
-  Tensor nan_code = random_tensor({32, 64}, DType::F32, rng, 0.1).to(DType::F8_E4M3_B32);
-  nan_code.data<uint8_t>()[nan_code.stride(0) * 5 + 36 + 4 + 7] = 0xFF;
-  Tensor inf_code = random_tensor({32, 64}, DType::F32, rng, 0.1).to(DType::F8_E5M2_B32);
-  inf_code.data<uint8_t>()[inf_code.stride(0) * 31 + 4 + 31] = 0x7C;
-  Tensor inf_scale = random_tensor({32, 64}, DType::F32, rng, 0.1).to(DType::F8_E4M3_B32);
-  const float inf = INFINITY;
-  std::memcpy(inf_scale.data<uint8_t>() + inf_scale.stride(0) * 16 + 36, &inf, 4);
-  for (const Tensor& t : {nan_code, inf_code, inf_scale, random_tensor({40, 64}, DType::F32, rng).to(DType::F8_E4M3_B32)}) {
-    const Tensor q = ops::prepare_weight(t);
-    EXPECT_EQ(q.layout(), Layout::kRows) << t.describe();
-    EXPECT_EQ(q.raw(), t.raw()) << t.describe();
   }
 }

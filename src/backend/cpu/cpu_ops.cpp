@@ -13,9 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -115,33 +113,13 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 // The packed kernels' level is selected (they exist for AVX-512 VNNI only).
 bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni; }
 
-bool is_fp8_blocks(DType wt) { return wt == DType::F8_E4M3_B32 || wt == DType::F8_E5M2_B32; }
-
 // The integer GEMM of the selected level for the weight (qkernels.h), null where none. A packed
-// weight of an integer format always has one, since the decoded panels cannot read it: below
-// AVX-512 VNNI, the scalar packed kernel (which takes any number of rows). Packed FP8 is decoded
-// into panels (gemm_onednn.cpp unpacks its rows).
+// weight always has one, since the decoded panels cannot read it: below AVX-512 VNNI, the scalar
+// packed kernel (which takes any number of rows).
 QGemvFn qgemm_for(const Tensor& w) {
-  if (packed(w) && !is_fp8_blocks(w.dtype()))
-    return packed_level() ? qgemm_packed_avx512(w.dtype()) : qgemv_packed_generic(w.dtype());
-  if (isa() != Isa::Avx512 || packed(w)) return nullptr;
+  if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : qgemv_packed_generic(w.dtype());
+  if (isa() != Isa::Avx512) return nullptr;
   return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
-}
-
-// Packed FP8 where the level has no packed kernel (a test's or GENPERF_ISA's lower level): up to
-// 16 rows at a time unpacked into the calling thread's buffer, then the level's row GEMV.
-template <DType kT>
-void gemv_f8_unpacking(const float* x, size_t ldx, int64_t T, const void* w, size_t ldw, int64_t K,
-                       int64_t n0, int64_t n1, const float* bias, float* y, size_t ldy) {
-  thread_local std::vector<uint8_t> rows;
-  rows.resize(size_t(kPackRows) * ldw);
-  const GemvFn row_gemv = kernels().gemv[size_t(kT)];
-  for (int64_t n = n0; n < n1; n += kPackRows) {
-    const int64_t m = std::min<int64_t>(kPackRows, n1 - n);
-    for (int64_t r = 0; r < m; ++r)
-      unpack_row16(kT, static_cast<const uint8_t*>(w), n + r, K, rows.data() + size_t(r) * ldw);
-    row_gemv(x, ldx, T, rows.data(), ldw, K, 0, m, bias ? bias + n : nullptr, y + n, ldy);
-  }
 }
 
 // The GEMV kernel of the selected level for weights of type wt, else the scalar one: the integer
@@ -154,12 +132,6 @@ GemvKernel gemv_kernel(const Tensor& w) {
   const DType wt = w.dtype();
   const Kernels &kr = kernels(), &gen = kernels_generic();
   GemvKernel k;
-  if (packed(w) && is_fp8_blocks(wt)) {
-    k.f = kr.gemv_packed[size_t(wt)];
-    if (!k.f)
-      k.f = wt == DType::F8_E4M3_B32 ? gemv_f8_unpacking<DType::F8_E4M3_B32> : gemv_f8_unpacking<DType::F8_E5M2_B32>;
-    return k;
-  }
   if (packed(w)) {  // a packed weight read at another level (a test's or GENPERF_ISA's)
     k.q = packed_level() ? qgemv_packed_avx512(wt) : qgemv_packed_generic(wt);
     GP_CHECK(k.q, "[linear] no kernel for packed weights of type ", dtype_name(wt));
@@ -316,28 +288,6 @@ void linear_gemv(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
              [&](int64_t n0, int64_t n1) { f(xp, ldx, T, w.raw(), ldw, K, n0, n1, b, yp, ldy); });
 }
 
-namespace {
-
-// True when no scale and no code of an FP8 weight is NaN or infinite: the packed FP8 kernel reads
-// codes as f32 bit patterns, which has no NaN or infinity (kernels_avx512.cpp, gemv_f8_packed).
-bool fp8_finite(const Tensor& w) {
-  const bool e4m3 = w.dtype() == DType::F8_E4M3_B32;
-  const int64_t nblk = w.size(1) / 32;
-  for (int64_t n = 0; n < w.size(0); ++n) {
-    const uint8_t* b = static_cast<const uint8_t*>(w.row(n));
-    for (int64_t i = 0; i < nblk; ++i, b += 36) {
-      float d;
-      std::memcpy(&d, b, 4);
-      if (!std::isfinite(d)) return false;
-      for (int j = 4; j < 36; ++j)
-        if (e4m3 ? (b[j] & 0x7f) == 0x7f : (b[j] & 0x7c) == 0x7c) return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 Tensor prepare_weight(const Tensor& w) {
   static const bool enabled = [] {
     const char* e = std::getenv("GENPERF_PACK");
@@ -345,7 +295,7 @@ Tensor prepare_weight(const Tensor& w) {
   }();
   if (!enabled || !packed_level() || w.device() != Device::CPU || w.ndim() != 2 ||
       w.layout() != Layout::kRows || !packable(w.dtype(), w.size(1)) ||
-      w.size(0) % kPackRows != 0 || w.size(0) == 0 || (is_fp8_blocks(w.dtype()) && !fp8_finite(w)))
+      w.size(0) % kPackRows != 0 || w.size(0) == 0)
     return w;
   const int64_t N = w.size(0), K = w.size(1);
   Tensor p = Tensor::zeros({N, K}, w.dtype());

@@ -26,7 +26,6 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 
@@ -49,18 +48,15 @@ dnnl::engine& engine() {
   return e;
 }
 
-// Shape, strides (elements) and types of one matmul; kn: the weights are [K, N] with ldw between
-// rows of K (a panel decoded k-major), else [N, K] with ldw between rows of N.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool>;
-
-dims weight_strides(int64_t ldw, bool kn) { return kn ? dims{ldw, 1} : dims{1, ldw}; }
+// Shape, strides (elements) and types of one matmul.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
 
 // A matmul primitive for the key, or nothing when oneDNN has only its reference implementation
 // (orders of magnitude slower than converting to f32) for that combination.
 std::optional<dnnl::matmul> make_matmul(const Key& key) {
-  const auto [T, K, N, ldx, ldw, ldy, src_t, wei_t, has_bias, kn] = key;
+  const auto [T, K, N, ldx, ldw, ldy, src_t, wei_t, has_bias] = key;
   const dnnl::memory::desc src({T, K}, dt(src_t), dims{ldx, 1});
-  const dnnl::memory::desc wei({K, N}, dt(wei_t), weight_strides(ldw, kn));
+  const dnnl::memory::desc wei({K, N}, dt(wei_t), dims{1, ldw});
   const dnnl::memory::desc dst({T, N}, dt::f32, dims{ldy, 1});
   const dnnl::memory::desc bias =
       has_bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
@@ -85,15 +81,14 @@ std::optional<dnnl::matmul> cached_matmul(const Key& key) {
 
 // y = x · w^T (+ bias) with a cached primitive; returns false when there is none for the types.
 bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, dt wt,
-                const float* bias, float* y, int64_t ldy, int64_t T, int64_t K, int64_t N,
-                bool kn = false) {
-  const auto prim = cached_matmul({T, K, N, ldx, ldw, ldy, int(xt), int(wt), bias != nullptr, kn});
+                const float* bias, float* y, int64_t ldy, int64_t T, int64_t K, int64_t N) {
+  const auto prim = cached_matmul({T, K, N, ldx, ldw, ldy, int(xt), int(wt), bias != nullptr});
   if (!prim) return false;
   if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
   auto& e = engine();
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory({{T, K}, xt, dims{ldx, 1}}, e, const_cast<void*>(x))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory({{K, N}, wt, weight_strides(ldw, kn)}, e, const_cast<void*>(w))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory({{K, N}, wt, dims{1, ldw}}, e, const_cast<void*>(w))},
       {DNNL_ARG_DST, dnnl::memory({{T, N}, dt::f32, dims{ldy, 1}}, e, y)}};
   if (bias)
     args.emplace(DNNL_ARG_BIAS,
@@ -159,8 +154,6 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
   const ToF32Fn conv =
       kr.to_f32[size_t(w.dtype())] ? kr.to_f32[size_t(w.dtype())] : traits(w.dtype()).to_f32;
   const bool bf16 = isa() == Isa::Avx512 && cpu_features().avx512_bf16;
-  const bool packed = w.layout() == Layout::kRows16;
-  const PackedPanelFn kn_decode = packed && bf16 ? kr.packed_to_bf16_kn[size_t(w.dtype())] : nullptr;
   const int nt = num_threads();
   std::vector<uint16_t> xb;
   const void* xs = x;
@@ -180,33 +173,18 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
   {
     std::vector<float> row(static_cast<size_t>(K));
     std::vector<char> panel(size_t(P * K) * eb);
-    std::vector<uint8_t> stored(packed ? w.stride(0) : 0);
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t n0 = p * P, rows = std::min(P, N - n0);
-      if (kn_decode) {  // packed FP8: 16 rows at a time into a k-major panel
-        for (int64_t r = 0; r < rows; r += kPackRows)
-          kn_decode(w.data<uint8_t>() + size_t((n0 + r) / kPackRows) * kPackRows * w.stride(0), K,
-                    reinterpret_cast<uint16_t*>(panel.data()) + r, P);
-        ok = run_matmul(xs, ldxs, xt, panel.data(), P, xt, bias ? bias + n0 : nullptr, y + n0, ldy, T, K,
-                        rows, true) && ok;
-        continue;
-      }
       for (int64_t r = 0; r < rows; ++r) {
-        // A packed weight's row (FP8, qpack.h) in the stored layout first.
-        const void* src = w.row(n0 + r);
-        if (packed) {
-          unpack_row16(w.dtype(), w.data<uint8_t>(), n0 + r, K, stored.data());
-          src = stored.data();
-        }
         if (bf16 && kr.to_bf16[size_t(w.dtype())]) {
-          kr.to_bf16[size_t(w.dtype())](src,
+          kr.to_bf16[size_t(w.dtype())](w.row(n0 + r),
                                         reinterpret_cast<uint16_t*>(panel.data()) + r * K, K);
         } else if (bf16) {
-          conv(src, row.data(), K);
+          conv(w.row(n0 + r), row.data(), K);
           kr.f32_to_bf16(row.data(), reinterpret_cast<uint16_t*>(panel.data()) + r * K, K);
         } else {
-          conv(src, reinterpret_cast<float*>(panel.data()) + r * K, K);
+          conv(w.row(n0 + r), reinterpret_cast<float*>(panel.data()) + r * K, K);
         }
       }
       ok = run_matmul(xs, ldxs, xt, panel.data(), K, xt, bias ? bias + n0 : nullptr, y + n0,
@@ -221,8 +199,8 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
 
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {
-  GP_CHECK(w.layout() == Layout::kRows || traits(w.dtype()).block_size > 1,
-           "[linear] the oneDNN path reads stored rows, not the packed ", w.describe());
+  GP_CHECK(w.layout() == Layout::kRows, "[linear] the oneDNN path reads stored rows, not the packed ",
+           w.describe());
   if (T == 0 || N == 0) return;
   const auto* xp = static_cast<const float*>(x.raw());
   auto* yp = static_cast<float*>(y.raw());

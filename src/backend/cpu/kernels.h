@@ -21,9 +21,6 @@ namespace genperf::cpu {
 using GemvFn = void (*)(const float* x, size_t ldx, int64_t T, const void* w, size_t ldw_bytes,
                         int64_t K, int64_t n0, int64_t n1, const float* bias, float* y, size_t ldy);
 using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
-// One group of 16 packed rows (qpack.h) of K elements decoded to bf16 as a k-major block of a
-// panel: row k of the panel (16 values, one per weight row) at panel + k * ldp.
-using PackedPanelFn = void (*)(const void* group, int64_t K, uint16_t* panel, int64_t ldp);
 
 // One attention work item: query rows [t0, t1) of heads [h0, h1) (which share kv head hk) against
 // keys [j0, j1) of the cache. Row t sits at position q_pos0 + t and sees keys <= its position.
@@ -62,11 +59,6 @@ struct Kernels {
   const char* name;
   // GEMV by weight type; null where the level has no kernel for that type.
   GemvFn gemv[size_t(DType::COUNT)];
-  // GEMV over weights packed by ops::prepare_weight (qpack.h) for the float path (FP8), by
-  // type; null where the level reads them by unpacking rows.
-  GemvFn gemv_packed[size_t(DType::COUNT)];
-  // Packed FP8 groups straight to k-major bf16 panels for the prefill GEMM; null: rows unpacked.
-  PackedPanelFn packed_to_bf16_kn[size_t(DType::COUNT)];
   // Row conversion to f32 by type (vectorized where it pays); null: use traits().to_f32.
   ToF32Fn to_f32[size_t(DType::COUNT)];
   // Row conversion straight to bf16 (decoded panels of block formats for the bf16 GEMM);

@@ -119,98 +119,6 @@ void f32_to_bf16_native(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// FP8 weights packed 16 rows to a group (qpack.h): per block the 16 rows' scales, then chunks of
-// 64 bytes holding codes k..k+3 of the 16 rows, one row per 32-bit lane. Code q of every lane,
-// shifted to the top byte and back arithmetically by kShiftR, has its exponent and mantissa where
-// an f32's are (bits 20..26 for E4M3, 21..27 for E5M2) and its sign in bit 31, so that read as an
-// f32 it is its value times 2^-120 (E4M3) or 2^-112 (E5M2), subnormal codes as f32 subnormals;
-// one exact multiplication by kUnit gives the value. Each lane sums its row's values times
-// x[k] (broadcast) over a block in 4 partial sums (one per code position, so the FMA chains
-// overlap), then multiplies the block's sum by the row's scale. No lane crossings and no
-// reduction: 16 outputs are stored at once. Packed weights hold no NaN or infinite codes or
-// scales (ops::prepare_weight checks), so nothing is checked here.
-constexpr int64_t kF8GroupBlock = 16 * kF8BlockBytes;  // bytes of one block of 16 rows
-constexpr size_t kF8PackedAhead = 2048;
-constexpr float pow2(int e) { return e == 0 ? 1.0f : 2.0f * pow2(e - 1); }
-
-template <int kShiftR, uint32_t kMask, int TT>
-inline void f8_packed_group(const float* x, size_t ldx, const char* g, int64_t nblk, __m512 unit,
-                            const float* bias, float* y, size_t ldy) {
-  const __m512i mask = _mm512_set1_epi32(int32_t(kMask));
-  __m512 acc[TT];
-  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nblk; ++b) {
-    const char* u = g + b * kF8GroupBlock;
-    for (int l = 0; l < 9; ++l) _mm_prefetch(u + kF8PackedAhead + 64 * l, _MM_HINT_T0);
-    __m512 s[TT][4];
-    for (int t = 0; t < TT; ++t)
-      for (int q = 0; q < 4; ++q) s[t][q] = _mm512_setzero_ps();
-    const float* xb = x + b * kF8Elems;
-    for (int j = 0; j < 8; ++j) {
-      const __m512i c = _mm512_loadu_si512(u + 64 + 64 * j);
-      for (int q = 0; q < 4; ++q) {
-        const __m512i top = q == 3 ? c : _mm512_slli_epi32(c, 24 - 8 * q);
-        const __m512i f = _mm512_and_si512(_mm512_srai_epi32(top, kShiftR), mask);
-        const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(f), unit);
-        for (int t = 0; t < TT; ++t)
-          s[t][q] = _mm512_fmadd_ps(v, _mm512_set1_ps(xb[size_t(t) * ldx + size_t(4 * j + q)]), s[t][q]);
-      }
-    }
-    const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(u));
-    for (int t = 0; t < TT; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_add_ps(s[t][0], s[t][1]), _mm512_add_ps(s[t][2], s[t][3])),
-                               d, acc[t]);
-  }
-  for (int t = 0; t < TT; ++t)
-    _mm512_storeu_ps(y + size_t(t) * ldy, bias ? _mm512_add_ps(acc[t], _mm512_loadu_ps(bias)) : acc[t]);
-}
-
-template <int kShiftR, uint32_t kMask, int kUnitExp>
-void gemv_f8_packed(const float* x, size_t ldx, int64_t T, const void* w, size_t ldw, int64_t K,
-                    int64_t n0, int64_t n1, const float* bias, float* y, size_t ldy) {
-  const char* wb = static_cast<const char*>(w);
-  const int64_t nblk = K / kF8Elems;
-  const __m512 unit = _mm512_set1_ps(pow2(kUnitExp));
-  for (int64_t n = n0; n < n1; n += 16) {  // n0 and n1 are multiples of 16 (packed weights)
-    const char* g = wb + size_t(n / 16) * 16 * ldw;
-    const float* bn = bias ? bias + n : nullptr;
-    for (int64_t t = 0; t < T; t += 4) {
-      const float* xt = x + size_t(t) * ldx;
-      float* yt = y + size_t(t) * ldy + size_t(n);
-      switch (imin(4, T - t)) {
-        case 1: f8_packed_group<kShiftR, kMask, 1>(xt, ldx, g, nblk, unit, bn, yt, ldy); break;
-        case 2: f8_packed_group<kShiftR, kMask, 2>(xt, ldx, g, nblk, unit, bn, yt, ldy); break;
-        case 3: f8_packed_group<kShiftR, kMask, 3>(xt, ldx, g, nblk, unit, bn, yt, ldy); break;
-        default: f8_packed_group<kShiftR, kMask, 4>(xt, ldx, g, nblk, unit, bn, yt, ldy); break;
-      }
-    }
-  }
-}
-
-// A packed FP8 group (16 rows) decoded as in gemv_f8_packed, times its rows' scales, to bf16:
-// 16 values per k, one per row, stored as row k of a k-major panel. The values and their
-// rounding are those of f8_to_bf16_row on the stored rows.
-template <int kShiftR, uint32_t kMask, int kUnitExp>
-void f8_packed_to_bf16_kn(const void* group, int64_t K, uint16_t* panel, int64_t ldp) {
-  const char* g = static_cast<const char*>(group);
-  const __m512 unit = _mm512_set1_ps(pow2(kUnitExp));
-  const __m512i mask = _mm512_set1_epi32(int32_t(kMask));
-  for (int64_t b = 0; b < K / kF8Elems; ++b) {
-    const char* u = g + b * kF8GroupBlock;
-    const __m512 d = _mm512_loadu_ps(reinterpret_cast<const float*>(u));
-    for (int j = 0; j < 8; ++j) {
-      const __m512i c = _mm512_loadu_si512(u + 64 + 64 * j);
-      for (int q = 0; q < 4; ++q) {
-        const __m512i top = q == 3 ? c : _mm512_slli_epi32(c, 24 - 8 * q);
-        const __m512i f = _mm512_and_si512(_mm512_srai_epi32(top, kShiftR), mask);
-        const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(f), unit), d));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (b * kF8Elems + 4 * j + q) * ldp),
-                            reinterpret_cast<const __m256i&>(h));
-      }
-    }
-  }
-}
-
 // FP8 rows straight to bf16 (the decoded panels of the bf16 GEMM): d * fp8(code) in f32, then
 // rounded as f32_to_bf16_native rounds it, without a row of f32 in between.
 template <class L>
@@ -269,11 +177,7 @@ const Kernels& kernels_avx512() {
     }
     t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
     t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
-    t.gemv_packed[size_t(DType::F8_E4M3_B32)] = avx512::gemv_f8_packed<4, 0x87F00000u, 120>;
-    t.gemv_packed[size_t(DType::F8_E5M2_B32)] = avx512::gemv_f8_packed<3, 0x8FE00000u, 112>;
     if (cpu_features().avx512_bf16) {
-      t.packed_to_bf16_kn[size_t(DType::F8_E4M3_B32)] = avx512::f8_packed_to_bf16_kn<4, 0x87F00000u, 120>;
-      t.packed_to_bf16_kn[size_t(DType::F8_E5M2_B32)] = avx512::f8_packed_to_bf16_kn<3, 0x8FE00000u, 112>;
       t.to_bf16[size_t(DType::F8_E4M3_B32)] = avx512::f8_to_bf16_row<avx512::LoadE4M3B32>;
       t.to_bf16[size_t(DType::F8_E5M2_B32)] = avx512::f8_to_bf16_row<avx512::LoadE5M2B32>;
     }

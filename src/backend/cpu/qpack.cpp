@@ -36,10 +36,6 @@ constexpr Field kQ4_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 128, 
 constexpr Field kQ5_K[] = {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 1, 0}, {16, 32, 4, 0}, {48, 128, 4, 0}};
 constexpr Field kQ6_K[] = {{208, 2, 2, 0}, {192, 16, 1, 0}, {0, 128, 4, 0}, {128, 64, 4, 0}};
 
-// FP8 with block scales: per block the 16 rows' f32 scales (64 bytes), then their codes 4 at a
-// time, each 64-byte chunk the same 4 codes of the 16 rows.
-constexpr Field kF8[] = {{0, 4, 4, 0}, {4, 32, 4, 0}};
-
 // Q6_K in the order the kernels read it (qpack.h): d, the scales, then per half h and step kk
 // the ql chunks 16h + kk and 16h + 8 + kk and the qh chunk 8h + kk, 192 bytes together.
 int place_q6_k(int i, int c) {
@@ -53,15 +49,13 @@ int place_q6_k(int i, int c) {
 
 const PackFormat* format_of(DType wt) {
   static const PackFormat q4_0{64, 36, kQ4_0, place_pair<16>}, q8_0{64, 68, kQ8_0, place_pair<32>},
-      q4_k{256, 144, kQ4_K}, q5_k{256, 176, kQ5_K}, q6_k{256, 210, kQ6_K, place_q6_k}, f8{32, 36, kF8};
+      q4_k{256, 144, kQ4_K}, q5_k{256, 176, kQ5_K}, q6_k{256, 210, kQ6_K, place_q6_k};
   switch (wt) {
     case DType::Q4_0: return &q4_0;
     case DType::Q8_0: return &q8_0;
     case DType::Q4_K: return &q4_k;
     case DType::Q5_K: return &q5_k;
     case DType::Q6_K: return &q6_k;
-    case DType::F8_E4M3_B32:
-    case DType::F8_E5M2_B32: return &f8;
     default: return nullptr;
   }
 }
@@ -87,10 +81,6 @@ void each_granule(const PackFormat& f, int r, const Fn& fn) {
 }
 
 void copy_flipped(uint8_t* dst, const uint8_t* src, int n, uint8_t flip) {
-  if (flip == 0) {
-    std::memcpy(dst, src, size_t(n));
-    return;
-  }
   for (int i = 0; i < n; ++i) dst[i] = uint8_t(src[i] ^ flip);
 }
 

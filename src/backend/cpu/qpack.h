@@ -1,5 +1,5 @@
 // Linear weights of the block formats repacked for the integer kernels (Layout::kRows16): Q4_0,
-// Q8_0, Q4_K, Q5_K and Q6_K, and FP8 for the float GEMV (the others stay in their row layout), rows
+// Q8_0, Q4_K, Q5_K and Q6_K (the others stay in their row layout), rows
 // interleaved in groups of 16, so that one 512-bit load holds the same 4 bytes of 16 rows and
 // vpdpbusd sums each row's products in its own int32 lane. The GEMV then needs no reduction
 // across lanes and no per-row work: per 16 rows it loads the packed bytes, unpacks them in
@@ -25,11 +25,6 @@
 // piece at 288 + 192 (8h + kk) holding ql chunks 16h + kk and 16h + 8 + kk and qh chunk
 // 8h + kk. (The field-order layout, whose reads jump between ql, qh and the scales within each
 // 3360-byte unit, ran at 16-23 GB/s from memory where the stored rows ran at 44-54.)
-// FP8 with block scales (F8_E4M3_B32, F8_E5M2_B32; 36-byte blocks of an f32 scale and 32 codes),
-// for the float GEMV (kernels_avx512.cpp, gemv_f8_packed): per block the 16 rows' scales at 0
-// (64 bytes), then chunk c of 4 codes of the 16 rows at 64 + 64c, so that each code position
-// decodes to one f32 lane per row. Only weights without NaN or infinite codes or scales are
-// packed (ops::prepare_weight), so that the kernel needs no checks.
 // The number of rows must be a multiple of 16 (other weights stay in their row layout).
 #pragma once
 #include <cstddef>
@@ -42,7 +37,7 @@ namespace genperf::cpu {
 constexpr int kPackRows = 16;
 
 // True where the type has a packed layout for rows of K elements (K a multiple of its unit: 64
-// for Q4_0 and Q8_0, 256 for Q4_K, Q5_K and Q6_K, 32 for FP8).
+// for Q4_0 and Q8_0, 256 for Q4_K, Q5_K and Q6_K).
 bool packable(DType wt, int64_t K);
 
 // Packs rows [0, N) (N a multiple of 16) of K elements, ldw bytes apart, into `out`
