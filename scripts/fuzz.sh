@@ -48,6 +48,11 @@ q8 = struct.pack("<e", 0.5) + bytes(range(32))
 put("safetensors", "seed3", safetensors([("q", "U8", [2, 34], q8 * 2), ("k", "U8", [1, 144], b"\1" * 144),
                                          ("n", "F32", [2], struct.pack("<2f", 1, 1))],
                                         {"format": "pt", "genperf.quant.q": "q8_0 2 32", "genperf.quant.k": "q4_k 1 256"}))
+# Hugging Face FP8: F8_E4M3 / F8_E5M2 codes with their scales.
+put("safetensors", "seed4", safetensors([("w", "F8_E4M3", [2, 32], bytes(range(64))),
+                                         ("w_scale", "F32", [2, 1], struct.pack("<2f", 0.5, 2)),
+                                         ("v", "F8_E5M2", [1, 32], bytes(range(100, 132))),
+                                         ("v_scale_inv", "BF16", [], b"\x80\x3f")]))
 
 def gstr(s): b = s.encode(); return struct.pack("<Q", len(b)) + b
 def kv(key, t, payload): return gstr(key) + struct.pack("<I", t) + payload
