@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <set>
 
@@ -267,6 +266,7 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
   for (auto& [name, w] : tensors) {
     const DType dt = w.dtype();
     if (dt != DType::F8_E4M3 && dt != DType::F8_E5M2) continue;
+    if (name.ends_with("_scale") || name.ends_with("_scale_inv")) continue;  // a scale kept in FP8
     const std::string where = "[checkpoint] " + file_of(name) + ": FP8 tensor " + name + " " + w.describe();
     GP_CHECK(w.ndim() == 2, where, ": only matrices may be FP8");
     const int64_t N = w.size(0), K = w.size(1);
@@ -282,19 +282,18 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
     const Tensor sf = st.to(DType::F32);
     const float* sc = sf.data<float>();
     // The scale of row n, column block b (of 32): per tensor, per channel, or per 128 x 128.
+    enum class By { kTensor, kChannel, kTile } by;
     const int64_t bn = (N + 127) / 128, bk = (K + 127) / 128;
-    std::function<float(int64_t, int64_t)> scale;
-    if (sf.numel() == 1) {
-      scale = [sc](int64_t, int64_t) { return sc[0]; };
-    } else if (sf.numel() == N && (sf.ndim() == 1 || (sf.ndim() == 2 && sf.size(1) == 1))) {
-      scale = [sc](int64_t n, int64_t) { return sc[n]; };
-    } else if (sf.ndim() == 2 && sf.size(0) == bn && sf.size(1) == bk) {
-      scale = [sc, bk](int64_t n, int64_t b) { return sc[n / 128 * bk + b * quant::kF8Block / 128]; };
-    } else {
+    if (sf.numel() == 1)
+      by = By::kTensor;
+    else if (sf.numel() == N && (sf.ndim() == 1 || (sf.ndim() == 2 && sf.size(1) == 1)))
+      by = By::kChannel;
+    else if (sf.ndim() == 2 && sf.size(0) == bn && sf.size(1) == bk)
+      by = By::kTile;
+    else
       fail("[checkpoint] ", file_of(sname), ": scale tensor ", sname, " ", sf.describe(), " fits none of the FP8 ",
            "layouts for ", name, " [", N, ", ", K, "]: one value, [", N, "] or [", N, ", 1] per channel, or [", bn,
            ", ", bk, "] per block of 128 x 128");
-    }
     const DType bt = dt == DType::F8_E4M3 ? DType::F8_E4M3_B32 : DType::F8_E5M2_B32;
     Tensor out = Tensor::zeros({N, K}, bt);
     const Tensor& codes = w;  // as read: contiguous
@@ -302,7 +301,9 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
       const uint8_t* q = codes.data<uint8_t>() + n * K;
       auto* blocks = reinterpret_cast<quant::BlockF8*>(out.data<uint8_t>() + size_t(n) * out.stride(0));
       for (int64_t b = 0; b < K / quant::kF8Block; ++b) {
-        blocks[b].d = scale(n, b);
+        blocks[b].d = by == By::kTensor ? sc[0]
+                      : by == By::kChannel ? sc[n]
+                                           : sc[n / 128 * bk + b * quant::kF8Block / 128];
         std::memcpy(blocks[b].qs, q + b * quant::kF8Block, quant::kF8Block);
       }
     }

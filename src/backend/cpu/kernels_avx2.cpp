@@ -57,7 +57,8 @@ struct V {
     for (int i = 0; i < 2; ++i) {
       const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
       __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(c), 7), mask);
-      h = _mm256_or_si256(h, _mm256_and_si256(_mm256_cmpeq_epi16(_mm256_and_si256(h, em), em), nan_bits));
+      const __m256i nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, em), em);
+      h = _mm256_or_si256(h, _mm256_and_si256(nan, nan_bits));
       f16x16_to_ps(h, out + 2 * i);
     }
   }

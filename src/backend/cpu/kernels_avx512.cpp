@@ -130,7 +130,8 @@ void f8_to_bf16_row(const void* src, uint16_t* dst, int64_t n) {
     L::load(reinterpret_cast<const uint8_t*>(s + 4), v);
     for (int h = 0; h < 2; ++h) {
       const __m256bh r = _mm512_cvtneps_pbh(V::mul(v[h], d));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * h), reinterpret_cast<const __m256i&>(r));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * h),
+                          reinterpret_cast<const __m256i&>(r));
     }
   }
 }

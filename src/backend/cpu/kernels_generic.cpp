@@ -82,7 +82,8 @@ struct V {
     for (int v = 0; v < 4; ++v) out[v] = map([&](int i) { return e4m3(p[8 * v + i]); });
   }
   static void load_e5m2(const uint8_t* p, R* out) {
-    for (int v = 0; v < 4; ++v) out[v] = map([&](int i) { return f16(uint16_t(p[8 * v + i] << 8)); });
+    for (int v = 0; v < 4; ++v)
+      out[v] = map([&](int i) { return f16(uint16_t(p[8 * v + i] << 8)); });
   }
   static R fma(R a, R b, R c) {
     return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
