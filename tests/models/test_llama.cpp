@@ -10,6 +10,8 @@
 #include "genperf/checkpoint.h"
 #include "genperf/error.h"
 #include "genperf/llama.h"
+#include "io/safetensors.h"
+#include "quant/formats.h"
 
 using namespace genperf;
 using genperf::testing::TempDir;
@@ -178,6 +180,58 @@ TEST(Llama, GgufGivesSameLogitsAsHf) {
   Session sa(a, 32), sb(b, 32);
   Tensor la = a.forward(sa, ids, LogitsFor::All), lb = b.forward(sb, ids, LogitsFor::All);
   EXPECT_LT(max_row_rel_error(lb.data<float>(), la.data<float>(), la.size(0), la.size(1)), 1e-5);
+}
+
+// A Hugging Face FP8 checkpoint (per-channel E4M3 codes with weight_scale, as compressed-tensors
+// writes them) gives the logits of the f32 checkpoint holding the values it encodes: loading folds
+// the scales into FP8 blocks and the model runs them on the FP8 kernels.
+TEST(Llama, HfFp8GivesTheLogitsOfItsValues) {
+  const uint64_t seed = 8;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Variant v{"fp8", 4, 2, false, false, 10000, false, DType::F32, "LlamaForCausalLM"};
+  LlamaConfig c = tiny_config(v);
+  c.intermediate_size = 128;  // rows of whole 32-blocks for down_proj
+  TempDir tmp("fp8");
+  Checkpoint src = random_checkpoint(c, DType::F32, seed);
+  std::map<std::string, Tensor> values;                        // what the FP8 checkpoint encodes
+  std::vector<std::pair<std::string, Tensor>> fp8;             // the FP8 checkpoint's tensors
+  int quantized = 0;
+  for (const auto& [name, t] : src.tensors) {
+    if (t.ndim() != 2 || name.find("layers.") == std::string::npos) {
+      values[name] = t;
+      fp8.emplace_back(name, t);
+      continue;
+    }
+    const int64_t N = t.size(0), K = t.size(1);
+    Tensor codes = Tensor::zeros({N, K}, DType::F8_E4M3), scale = Tensor::zeros({N, 1});
+    quant::quantize_f8_per_channel(DType::F8_E4M3, t.data<float>(), N, K, codes.data<uint8_t>(),
+                                   scale.data<float>(), nullptr);
+    Tensor deq = Tensor::zeros({N, K});
+    quant::dequantize_f8_per_channel(DType::F8_E4M3, codes.data<uint8_t>(), scale.data<float>(), N, K,
+                                     deq.data<float>());
+    values[name] = deq;
+    fp8.emplace_back(name, codes);
+    fp8.emplace_back(name + "_scale", scale);
+    ++quantized;
+  }
+  ASSERT_EQ(quantized, 7 * c.num_hidden_layers);
+  save_hf_checkpoint(tmp / "ref", c, values);
+  save_hf_checkpoint(tmp / "fp8", c, values);  // config.json; the weights are replaced
+  write_safetensors(tmp / "fp8/model.safetensors", fp8);
+  LlamaModel a(load_checkpoint(tmp / "ref", false));
+  LlamaModel b(load_checkpoint(tmp / "fp8", false));
+  // A prompt short enough for the GEMV path (past 12 rows FP8 prefill multiplies bf16 panels by
+  // x rounded to bf16, where the f32 reference does not; tests/ops/test_linear.cpp checks it).
+  const auto ids = test_ids(seed, 11, int(c.vocab_size));
+  Session sa(a, 32), sb(b, 32);
+  Tensor la = a.forward(sa, ids, LogitsFor::All), lb = b.forward(sb, ids, LogitsFor::All);
+  EXPECT_LT(max_row_rel_error(lb.data<float>(), la.data<float>(), la.size(0), la.size(1)), 1e-5);
+  // Decode steps: the same logits as the reference's.
+  for (int32_t id : {3, 5}) {
+    const std::vector<int32_t> one = {id};
+    Tensor da = a.forward(sa, one, LogitsFor::All), db = b.forward(sb, one, LogitsFor::All);
+    EXPECT_LT(max_row_rel_error(db.data<float>(), da.data<float>(), 1, da.size(1)), 1e-5);
+  }
 }
 
 TEST(Llama, ContextAndShapeErrors) {
