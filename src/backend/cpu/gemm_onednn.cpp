@@ -116,7 +116,9 @@ int64_t convert_block_rows(int64_t K, int64_t N) {
 void matmul_converting(const float* x, int64_t ldx, const Tensor& w, const float* bias, float* y,
                        int64_t ldy, int64_t T, int64_t K, int64_t N) {
   const int64_t nb = convert_block_rows(K, N);
-  std::vector<float> wf(static_cast<size_t>(nb * K));
+  thread_local std::vector<float> buf;  // kept between calls (a fresh one is zeroed and faulted in)
+  buf.resize(static_cast<size_t>(nb * K));
+  float* const wf = buf.data();  // the calling thread's buffer (buf names each thread's own)
   const auto& kr = kernels();
   const ToF32Fn conv =
       kr.to_f32[size_t(w.dtype())] ? kr.to_f32[size_t(w.dtype())] : traits(w.dtype()).to_f32;
@@ -124,8 +126,8 @@ void matmul_converting(const float* x, int64_t ldx, const Tensor& w, const float
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
     const int64_t rows = nb < N - n0 ? nb : N - n0;
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) conv(w.row(n0 + r), wf.data() + r * K, K);
-    const bool ok = run_matmul(x, ldx, dt::f32, wf.data(), K, dt::f32, bias ? bias + n0 : nullptr,
+    for (int64_t r = 0; r < rows; ++r) conv(w.row(n0 + r), wf + r * K, K);
+    const bool ok = run_matmul(x, ldx, dt::f32, wf, K, dt::f32, bias ? bias + n0 : nullptr,
                                y + n0, ldy, T, K, rows);
     GP_CHECK(ok, "[linear] oneDNN has no f32 matmul for x f32[", T, ", ", K, "] and w f32[", rows,
              ", ", K, "]");
