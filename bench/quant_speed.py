@@ -49,13 +49,16 @@ def main():
     thr = ["--threads", str(a.threads)] if a.threads else []
     models = {"bf16": f"random:{a.shape}"}
     for f in a.formats.split(","):
-        # GGUF holds the ggml types; FP8 goes to a safetensors directory.
-        path = os.path.join(a.work, f"{a.shape}-{f}" + ("" if f.startswith("f8") else ".gguf"))
-        shutil.rmtree(path, ignore_errors=True)  # quantize writes a new directory, never into one
+        # GGUF holds the ggml types; FP8 goes to a safetensors directory, which quantize writes
+        # anew, never into an existing one.
+        fp8 = f.startswith("f8")
+        path = os.path.join(a.work, f"{a.shape}-{f}" + ("" if fp8 else ".gguf"))
+        if fp8:
+            shutil.rmtree(path, ignore_errors=True)
         recipe = f if f == "q4_k_m" else f"uniform:{f}"
         run([a.genperf, "quantize", "--model", f"random:{a.shape}", "--out", path, "--recipe", recipe] + thr)
         models[f] = path
-        if a.stored and not f.startswith("f8"):  # FP8 is never repacked
+        if a.stored and not fp8:  # FP8 is never repacked
             models[f + " stored"] = path
     stored_env = dict(os.environ, GENPERF_PACK="0")
     bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",

@@ -296,9 +296,8 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
            ", ", bk, "] per block of 128 x 128");
     const DType bt = dt == DType::F8_E4M3 ? DType::F8_E4M3_B32 : DType::F8_E5M2_B32;
     Tensor out = Tensor::zeros({N, K}, bt);
-    const Tensor& codes = w;  // as read: contiguous
     for (int64_t n = 0; n < N; ++n) {
-      const uint8_t* q = codes.data<uint8_t>() + n * K;
+      const uint8_t* q = w.data<uint8_t>() + n * K;  // as read: contiguous
       auto* blocks = reinterpret_cast<quant::BlockF8*>(out.data<uint8_t>() + size_t(n) * out.stride(0));
       for (int64_t b = 0; b < K / quant::kF8Block; ++b) {
         blocks[b].d = by == By::kTensor ? sc[0]

@@ -99,6 +99,19 @@ bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, d
   return true;
 }
 
+// x [T, K] (row stride ldx) rounded to bf16 ([T, K] contiguous) by the level's f32_to_bf16, rows
+// in parallel, into the calling thread's buffer, kept between calls (a fresh one per call is zeroed
+// and faulted in) and valid until its next call.
+const uint16_t* activations_bf16(const float* x, int64_t ldx, int64_t T, int64_t K) {
+  thread_local std::vector<uint16_t> buf;
+  buf.resize(size_t(T * K));
+  uint16_t* const xb = buf.data();  // inside the region below, buf would name each thread's own
+  const auto to_bf16 = kernels().f32_to_bf16;
+#pragma omp parallel for num_threads(T * K >= (1 << 16) ? num_threads() : 1) schedule(static)
+  for (int64_t t = 0; t < T; ++t) to_bf16(x + t * ldx, xb + t * K, K);
+  return xb;
+}
+
 // Rows of weights converted to f32 per block: about 16 MiB of buffer, at least 64 rows. Smaller
 // blocks starve oneDNN at large T (2 MiB blocks ran T = K = N = 2048 at 0.44x the speed of
 // 16 MiB ones, measured A/B on 2 threads; at T = 512 the size made no difference).
@@ -157,17 +170,8 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
       kr.to_f32[size_t(w.dtype())] ? kr.to_f32[size_t(w.dtype())] : traits(w.dtype()).to_f32;
   const bool bf16 = isa() == Isa::Avx512 && cpu_features().avx512_bf16;
   const int nt = num_threads();
-  thread_local std::vector<uint16_t> xb;  // kept between calls, as the panels below
-  const void* xs = x;
-  int64_t ldxs = ldx;
-  if (bf16) {
-    xb.resize(size_t(T * K));
-    uint16_t* const xbp = xb.data();  // the calling thread's buffer (xb names each thread's own)
-#pragma omp parallel for num_threads(T * K >= (1 << 16) ? nt : 1) schedule(static)
-    for (int64_t t = 0; t < T; ++t) kr.f32_to_bf16(x + t * ldx, xbp + t * K, K);
-    xs = xbp;
-    ldxs = K;
-  }
+  const void* xs = bf16 ? static_cast<const void*>(activations_bf16(x, ldx, T, K)) : x;
+  const int64_t ldxs = bf16 ? K : ldx;
   const dt xt = bf16 ? dt::bf16 : dt::f32;
   const size_t eb = bf16 ? 2 : 4;
   const int64_t P = panel_rows(K, eb, N, nt), panels = (N + P - 1) / P;
@@ -231,15 +235,9 @@ void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
       run_matmul(xp, ldx, dt::f32, w.raw(), ldw_elems, dt::f32, b, yp, ldy, T, K, N))
     return;
   if (wt == DType::BF16 && isa() == Isa::Avx512 && cpu_features().avx512_bf16) {
-    // Activations to bf16, rows in parallel; the product accumulates in f32.
-    thread_local std::vector<uint16_t> xb;  // kept between calls
-    xb.resize(static_cast<size_t>(T * K));
-    uint16_t* const xbp = xb.data();  // the calling thread's buffer (xb names each thread's own)
-    const auto to_bf16 = kernels().f32_to_bf16;
-    const int nt = T * K >= (1 << 16) ? num_threads() : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t t = 0; t < T; ++t) to_bf16(xp + t * ldx, xbp + t * K, K);
-    if (run_matmul(xbp, K, dt::bf16, w.raw(), ldw_elems, dt::bf16, b, yp, ldy, T, K, N))
+    // Activations to bf16; the product accumulates in f32.
+    if (run_matmul(activations_bf16(xp, ldx, T, K), K, dt::bf16, w.raw(), ldw_elems, dt::bf16, b, yp,
+                   ldy, T, K, N))
       return;
   }
   if (traits(wt).block_size > 1)

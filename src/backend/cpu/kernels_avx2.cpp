@@ -129,13 +129,13 @@ const Kernels& kernels_avx2() {
     t.to_f32[size_t(DType::F16)] = avx2::to_f32_row<avx2::LoadF16>;
     t.gemv[size_t(DType::F8_E4M3_B32)] = avx2::gemv<avx2::LoadE4M3B32>;
     t.gemv[size_t(DType::F8_E5M2_B32)] = avx2::gemv<avx2::LoadE5M2B32>;
+    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx2::to_f32_row<avx2::LoadE4M3B32>;
+    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx2::to_f32_row<avx2::LoadE5M2B32>;
     t.quantize_act = quantize_act_avx2;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
       t.qgemv[i] = qgemv_avx2(DType(i));
       if (const DequantFn f = dequant_avx2(DType(i))) t.to_f32[i] = f;
     }
-    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx2::to_f32_row<avx2::LoadE4M3B32>;
-    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx2::to_f32_row<avx2::LoadE5M2B32>;
     t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
     t.rms_norm_row = avx2::rms_norm_row;
     t.rope_row = avx2::rope_row;

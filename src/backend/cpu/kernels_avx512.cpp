@@ -170,14 +170,14 @@ const Kernels& kernels_avx512() {
     t.to_f32[size_t(DType::F16)] = avx512::to_f32_row<avx512::LoadF16>;
     t.gemv[size_t(DType::F8_E4M3_B32)] = avx512::gemv<avx512::LoadE4M3B32>;
     t.gemv[size_t(DType::F8_E5M2_B32)] = avx512::gemv<avx512::LoadE5M2B32>;
+    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
+    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
     t.quantize_act = quantize_act_avx512;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) {
       t.qgemv[i] = qgemv_avx512(DType(i), cpu_features().avx512_vnni);
       if (const DequantFn f = dequant_avx512(DType(i))) t.to_f32[i] = f;
       if (cpu_features().avx512_bf16) t.to_bf16[i] = dequant_bf16_avx512(DType(i));
     }
-    t.to_f32[size_t(DType::F8_E4M3_B32)] = avx512::to_f32_row<avx512::LoadE4M3B32>;
-    t.to_f32[size_t(DType::F8_E5M2_B32)] = avx512::to_f32_row<avx512::LoadE5M2B32>;
     if (cpu_features().avx512_bf16) {
       t.to_bf16[size_t(DType::F8_E4M3_B32)] = avx512::f8_to_bf16_row<avx512::LoadE4M3B32>;
       t.to_bf16[size_t(DType::F8_E5M2_B32)] = avx512::f8_to_bf16_row<avx512::LoadE5M2B32>;

@@ -159,10 +159,10 @@ const Kernels& kernels_generic() {
     t.to_f32[size_t(DType::F16)] = generic::to_f32_row<generic::LoadF16>;
     t.gemv[size_t(DType::F8_E4M3_B32)] = generic::gemv<generic::LoadE4M3B32>;
     t.gemv[size_t(DType::F8_E5M2_B32)] = generic::gemv<generic::LoadE5M2B32>;
-    t.quantize_act = quantize_act_generic;
-    for (size_t i = 0; i < size_t(DType::COUNT); ++i) t.qgemv[i] = qgemv_generic(DType(i));
     t.to_f32[size_t(DType::F8_E4M3_B32)] = generic::to_f32_row<generic::LoadE4M3B32>;
     t.to_f32[size_t(DType::F8_E5M2_B32)] = generic::to_f32_row<generic::LoadE5M2B32>;
+    t.quantize_act = quantize_act_generic;
+    for (size_t i = 0; i < size_t(DType::COUNT); ++i) t.qgemv[i] = qgemv_generic(DType(i));
     t.f32_to_bf16 = generic::f32_to_bf16_scalar;
     t.rms_norm_row = generic::rms_norm_row;
     t.rope_row = generic::rope_row;
