@@ -84,11 +84,11 @@ QuantPlan recipe_plan(const Checkpoint& ck, const std::string& recipe, std::vect
 
 // Quantizes the tensors of the plan (the others are shared, not copied). The result keeps the
 // source's config, rope style and tokenizer (rebuilt from its vocabulary; a tokenizer without
-// one, such as a test double, is not carried). With Gptq, the untied embedding (a lookup, no Gram
-// matrix) is quantized with the Weighted method.
+// one, such as a test double, is not carried).
 Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, const QuantizeOptions& o);
 // One matrix [N, K] (any float or quantized type; converted to f32 first) to `format`, with the
-// options' method; stats_name selects the matrix's statistics.
+// options' method; stats_name selects the matrix's statistics. With Gptq, the untied embedding
+// (a lookup, no Gram matrix) is quantized with the Weighted method.
 Tensor quantize_matrix(const Tensor& w, DType format, const QuantizeOptions& o, const std::string& stats_name);
 
 // Bits per weight of a checkpoint's quantizable tensors (packed bytes * 8 / elements), and its

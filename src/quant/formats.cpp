@@ -283,6 +283,39 @@ inline void pack_scale_min_k4(uint8_t* s, int j, int ls, int lm) {
   }
 }
 
+// The codes (one per element, 0 .. levels - 1) of the K-quants into their blocks' quant fields
+// (the scales untouched).
+void pack_q3_k_codes(const uint8_t* L, BlockQ3_K& b) {
+  std::memset(b.hmask, 0, sizeof b.hmask);
+  for (int e = 0; e < kQK_K; ++e)
+    if (L[e] & 4) b.hmask[e % 32] |= uint8_t(1u << (e / 32));
+  pack_2bit256(L, b.qs);
+}
+void pack_q4_k_codes(const uint8_t* L, BlockQ4_K& b) {
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) b.qs[32 * p + l] = uint8_t((L[64 * p + l] & 0xF) | ((L[64 * p + 32 + l] & 0xF) << 4));
+}
+void pack_q5_k_codes(const uint8_t* L, BlockQ5_K& b) {
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) {
+      const int l0 = L[64 * p + l], l1 = L[64 * p + 32 + l];
+      b.qs[32 * p + l] = uint8_t((l0 & 0xF) | ((l1 & 0xF) << 4));
+      b.qh[l] |= uint8_t((((l0 >> 4) & 1) << (2 * p)) | (((l1 >> 4) & 1) << (2 * p + 1)));
+    }
+}
+void pack_q6_k_codes(const uint8_t* L, BlockQ6_K& b) {
+  uint8_t* ql = b.ql;
+  uint8_t* qh = b.qh;
+  for (int base = 0; base < kQK_K; base += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      const int a = L[base + l], c = L[base + l + 32], e = L[base + l + 64], g = L[base + l + 96];
+      ql[l] = uint8_t((a & 0xF) | ((e & 0xF) << 4));
+      ql[l + 32] = uint8_t((c & 0xF) | ((g & 0xF) << 4));
+      qh[l] = uint8_t(((a >> 4) & 3) | (((c >> 4) & 3) << 2) | (((e >> 4) & 3) << 4) | (((g >> 4) & 3) << 6));
+    }
+}
+
 // ---- the row driver ----
 
 // Quantizes nrows x row_len: every block gets the unweighted encoding `ref`; with importance the
@@ -466,7 +499,8 @@ void encode_q3_k_impl(const float* x, const float* imp, BlockQ3_K& b) {
       max_scale = sub[j];
     }
   }
-  std::memset(&b, 0, sizeof b);
+  std::memset(b.scales, 0, sizeof b.scales);
+  b.d = 0;
   uint8_t L[kQK_K];
   std::fill(L, L + kQK_K, uint8_t(4));  // the zero of the grid
   if (max_abs > 0) {
@@ -484,9 +518,7 @@ void encode_q3_k_impl(const float* x, const float* imp, BlockQ3_K& b) {
       for (int l = 0; l < 16; ++l) L[16 * j + l] = uint8_t(std::clamp(nearest_int(x[16 * j + l] / ds), -4, 3) + 4);
     }
   }
-  for (int e = 0; e < kQK_K; ++e)
-    if (L[e] & 4) b.hmask[e % 32] |= uint8_t(1u << (e / 32));
-  pack_2bit256(L, b.qs);
+  pack_q3_k_codes(L, b);
 }
 void encode_q3_k(const float* x, BlockQ3_K& b) { encode_q3_k_impl(x, nullptr, b); }
 void encode_q3_k_w(const float* x, const float* w, BlockQ3_K& b) { encode_q3_k_impl(x, w, b); }
@@ -535,8 +567,7 @@ void quantize_k4_superblock(const float* x, const float* imp, int nmax, uint16_t
 void encode_q4_k_impl(const float* x, const float* imp, BlockQ4_K& b) {
   uint8_t L[kQK_K];
   quantize_k4_superblock(x, imp, 15, &b.d, &b.dmin, b.scales, L);
-  for (int p = 0; p < 4; ++p)
-    for (int l = 0; l < 32; ++l) b.qs[32 * p + l] = uint8_t(L[64 * p + l] | (L[64 * p + 32 + l] << 4));
+  pack_q4_k_codes(L, b);
 }
 void encode_q4_k(const float* x, BlockQ4_K& b) { encode_q4_k_impl(x, nullptr, b); }
 void encode_q4_k_w(const float* x, const float* w, BlockQ4_K& b) { encode_q4_k_impl(x, w, b); }
@@ -544,13 +575,7 @@ void encode_q4_k_w(const float* x, const float* w, BlockQ4_K& b) { encode_q4_k_i
 void encode_q5_k_impl(const float* x, const float* imp, BlockQ5_K& b) {
   uint8_t L[kQK_K];
   quantize_k4_superblock(x, imp, 31, &b.d, &b.dmin, b.scales, L);
-  std::memset(b.qh, 0, sizeof b.qh);
-  for (int p = 0; p < 4; ++p)
-    for (int l = 0; l < 32; ++l) {
-      const int l0 = L[64 * p + l], l1 = L[64 * p + 32 + l];
-      b.qs[32 * p + l] = uint8_t((l0 & 0xF) | ((l1 & 0xF) << 4));
-      b.qh[l] |= uint8_t(((l0 >> 4) << (2 * p)) | ((l1 >> 4) << (2 * p + 1)));
-    }
+  pack_q5_k_codes(L, b);
 }
 void encode_q5_k(const float* x, BlockQ5_K& b) { encode_q5_k_impl(x, nullptr, b); }
 void encode_q5_k_w(const float* x, const float* w, BlockQ5_K& b) { encode_q5_k_impl(x, w, b); }
@@ -565,7 +590,8 @@ void encode_q6_k_impl(const float* x, const float* imp, BlockQ6_K& b) {
       max_scale = sub[j];
     }
   }
-  std::memset(&b, 0, sizeof b);
+  std::memset(b.scales, 0, sizeof b.scales);
+  b.d = 0;
   uint8_t L[kQK_K];
   std::fill(L, L + kQK_K, uint8_t(32));  // all zero: d = 0, every q = 32 (the zero of the grid)
   if (max_abs > 0) {
@@ -579,15 +605,7 @@ void encode_q6_k_impl(const float* x, const float* imp, BlockQ6_K& b) {
         L[16 * j + l] = ds == 0 ? 32 : uint8_t(std::clamp(nearest_int(x[16 * j + l] / ds), -32, 31) + 32);
     }
   }
-  uint8_t* ql = b.ql;
-  uint8_t* qh = b.qh;
-  for (int base = 0; base < kQK_K; base += 128, ql += 64, qh += 32)
-    for (int l = 0; l < 32; ++l) {
-      const int a = L[base + l], c = L[base + l + 32], e = L[base + l + 64], g = L[base + l + 96];
-      ql[l] = uint8_t((a & 0xF) | ((e & 0xF) << 4));
-      ql[l + 32] = uint8_t((c & 0xF) | ((g & 0xF) << 4));
-      qh[l] = uint8_t((a >> 4) | ((c >> 4) << 2) | ((e >> 4) << 4) | ((g >> 4) << 6));
-    }
+  pack_q6_k_codes(L, b);
 }
 void encode_q6_k(const float* x, BlockQ6_K& b) { encode_q6_k_impl(x, nullptr, b); }
 void encode_q6_k_w(const float* x, const float* w, BlockQ6_K& b) { encode_q6_k_impl(x, w, b); }
@@ -914,6 +932,114 @@ void dequantize_f8_per_channel(DType t, const uint8_t* codes, const float* scale
   const F8Format& f = f8_format(t, "dequantize_f8_per_channel");
   for (int64_t r = 0; r < nrows; ++r)
     for (int64_t i = 0; i < row_len; ++i) dst[r * row_len + i] = scales[r] * f.decode(codes[r * row_len + i]);
+}
+
+// ---- code grids (GPTQ) ----
+
+namespace {
+
+// Element e of these blocks is offset[e] + step[e] * code[e].
+void grid_q8_0(const void* blk, float* step, float* offset) {
+  const float d = h2f(static_cast<const BlockQ8_0*>(blk)->d);
+  std::fill(step, step + kQK, d);
+  std::fill(offset, offset + kQK, -127 * d);  // codes 0..254 are q = -127..127
+}
+void codes_q8_0(void* blk, const uint8_t* L) {
+  auto& b = *static_cast<BlockQ8_0*>(blk);
+  for (int j = 0; j < kQK; ++j) b.qs[j] = int8_t(int(L[j]) - 127);
+}
+
+template <typename Block, int kHalf>
+void grid_sym32(const void* blk, float* step, float* offset) {
+  const float d = h2f(static_cast<const Block*>(blk)->d);
+  std::fill(step, step + kQK, d);
+  std::fill(offset, offset + kQK, -kHalf * d);
+}
+template <typename Block>
+void grid_offset32(const void* blk, float* step, float* offset) {
+  const auto& b = *static_cast<const Block*>(blk);
+  std::fill(step, step + kQK, h2f(b.d));
+  std::fill(offset, offset + kQK, h2f(b.m));
+}
+template <typename Block>
+void codes_nibbles32(void* blk, const uint8_t* L) { pack_nibbles32(L, static_cast<Block*>(blk)->qs); }
+template <typename Block>
+void codes_q5_32(void* blk, const uint8_t* L) {
+  auto& b = *static_cast<Block*>(blk);
+  pack_q5_32(L, b.qs, b.qh);
+}
+
+void grid_q2_k(const void* blk, float* step, float* offset) {
+  const auto& b = *static_cast<const BlockQ2_K*>(blk);
+  const float d = h2f(b.d), dmin = h2f(b.dmin);
+  for (int e = 0; e < kQK_K; ++e) {
+    step[e] = d * float(b.scales[e / 16] & 0xF);
+    offset[e] = -(dmin * float(b.scales[e / 16] >> 4));
+  }
+}
+void codes_q2_k(void* blk, const uint8_t* L) { pack_2bit256(L, static_cast<BlockQ2_K*>(blk)->qs); }
+
+void grid_q3_k(const void* blk, float* step, float* offset) {
+  const auto& b = *static_cast<const BlockQ3_K*>(blk);
+  const float d = h2f(b.d);
+  for (int e = 0; e < kQK_K; ++e) {
+    step[e] = d * float(unpack_scale_q3_k(b.scales, e / 16));
+    offset[e] = -4 * step[e];
+  }
+}
+void codes_q3_k(void* blk, const uint8_t* L) { pack_q3_k_codes(L, *static_cast<BlockQ3_K*>(blk)); }
+
+template <typename Block>
+void grid_k4(const void* blk, float* step, float* offset) {
+  const auto& b = *static_cast<const Block*>(blk);
+  const float d = h2f(b.d), dmin = h2f(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    unpack_scale_min_k4(b.scales, j, &sc, &mn);
+    std::fill(step + 32 * j, step + 32 * j + 32, d * float(sc));
+    std::fill(offset + 32 * j, offset + 32 * j + 32, -(dmin * float(mn)));
+  }
+}
+void codes_q4_k(void* blk, const uint8_t* L) { pack_q4_k_codes(L, *static_cast<BlockQ4_K*>(blk)); }
+void codes_q5_k(void* blk, const uint8_t* L) { pack_q5_k_codes(L, *static_cast<BlockQ5_K*>(blk)); }
+
+void grid_q6_k(const void* blk, float* step, float* offset) {
+  const auto& b = *static_cast<const BlockQ6_K*>(blk);
+  const float d = h2f(b.d);
+  for (int e = 0; e < kQK_K; ++e) {
+    step[e] = d * float(b.scales[e / 16]);
+    offset[e] = -32 * step[e];
+  }
+}
+void codes_q6_k(void* blk, const uint8_t* L) { pack_q6_k_codes(L, *static_cast<BlockQ6_K*>(blk)); }
+
+constexpr CodeGrid kGridQ8_0{255, grid_q8_0, codes_q8_0};
+constexpr CodeGrid kGridQ4_0{16, grid_sym32<BlockQ4_0, 8>, codes_nibbles32<BlockQ4_0>};
+constexpr CodeGrid kGridQ4_1{16, grid_offset32<BlockQ4_1>, codes_nibbles32<BlockQ4_1>};
+constexpr CodeGrid kGridQ5_0{32, grid_sym32<BlockQ5_0, 16>, codes_q5_32<BlockQ5_0>};
+constexpr CodeGrid kGridQ5_1{32, grid_offset32<BlockQ5_1>, codes_q5_32<BlockQ5_1>};
+constexpr CodeGrid kGridQ2_K{4, grid_q2_k, codes_q2_k};
+constexpr CodeGrid kGridQ3_K{8, grid_q3_k, codes_q3_k};
+constexpr CodeGrid kGridQ4_K{16, grid_k4<BlockQ4_K>, codes_q4_k};
+constexpr CodeGrid kGridQ5_K{32, grid_k4<BlockQ5_K>, codes_q5_k};
+constexpr CodeGrid kGridQ6_K{64, grid_q6_k, codes_q6_k};
+
+}  // namespace
+
+const CodeGrid* code_grid(DType t) {
+  switch (t) {
+    case DType::Q8_0: return &kGridQ8_0;
+    case DType::Q4_0: return &kGridQ4_0;
+    case DType::Q4_1: return &kGridQ4_1;
+    case DType::Q5_0: return &kGridQ5_0;
+    case DType::Q5_1: return &kGridQ5_1;
+    case DType::Q2_K: return &kGridQ2_K;
+    case DType::Q3_K: return &kGridQ3_K;
+    case DType::Q4_K: return &kGridQ4_K;
+    case DType::Q5_K: return &kGridQ5_K;
+    case DType::Q6_K: return &kGridQ6_K;
+    default: return nullptr;
+  }
 }
 
 }  // namespace genperf::quant

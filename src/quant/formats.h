@@ -149,6 +149,20 @@ void unpack_scale_min_k4(const uint8_t* scales, int j, uint8_t* sc, uint8_t* mn)
 // scales[8 + j % 4]; the stored 6-bit value is offset by 32.
 int unpack_scale_q3_k(const uint8_t* scales, int j);
 
+// The codes of a block format as an affine grid, for quantizers that choose every element's code
+// themselves once a block's scales are set (GPTQ compensates each element's rounding error in
+// the elements after it, inside the block too). `grid` gives, for one block, each element's
+// step and offset: code c (0 .. levels - 1) decodes to offset + step * c (the decoder may round
+// that product differently by an ulp). `set_codes` writes one code per element into the block,
+// keeping its scales.
+struct CodeGrid {
+  int levels;
+  void (*grid)(const void* block, float* step, float* offset);
+  void (*set_codes)(void* block, const uint8_t* codes);
+};
+// The grid of a ggml block format; null for the others (FP8's codes are not an affine grid).
+const CodeGrid* code_grid(DType t);
+
 // Unweighted quantizers of n elements and the exact decoders (the traits rows).
 void dequantize_q8_0(const void* src, float* dst, int64_t n);
 void quantize_q8_0(const float* src, void* dst, int64_t n);

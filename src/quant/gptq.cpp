@@ -7,13 +7,15 @@
 // Cholesky factor of H^-1.
 //
 // Formats share scales over B consecutive elements of a row (32, or 256 for the K-quants), so a
-// column cannot be quantized alone. Generic over formats, each block of B columns is quantized
-// at once from its current (already compensated) values, with the format's own quantizer
-// weighted by diag(H) (the imatrix search); then its columns are walked one by one with those
-// values fixed: err_j = (w_j - q_j) / U_jj, with w_j as updated by the earlier columns of the
-// same block. That is exactly the optimal update of the columns right of the block for the
-// block's fixed values; inside a block nothing is compensated (its values were chosen first), so
-// the smaller a format's block, the more GPTQ gains over the weighted quantizer.
+// column cannot be quantized alone. Each block of B columns first gets its scales from its
+// current (already compensated) values, with the format's own quantizer weighted by diag(H) (the
+// imatrix search). Then its columns are walked one by one with those scales fixed: column j takes
+// the code nearest to w_j (as updated by the columns before it) on the block's grid of values
+// (formats.h, CodeGrid), err_j = (w_j - q_j) / U_jj moves every column right of j, those of the
+// same block included, and the chosen codes are written into the block. On the default model's
+// 256-wide rows a K-quant block is the whole row: without compensation inside the block, GPTQ
+// would be the weighted quantizer. (A format without a grid keeps the quantizer's codes and
+// compensates only the blocks after it.)
 //
 // Lazy batches (the paper's section 3.2): the walk updates only the columns of the current batch
 // of `block` columns (a multiple of B); the rest get one rank-`block` update per batch. Rows are
@@ -27,6 +29,7 @@
 #include <cstring>
 
 #include "genperf/error.h"
+#include "quant/formats.h"
 #include "quant/quantize_internal.h"
 
 namespace genperf::quant {
@@ -123,6 +126,7 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
 
   const int64_t batch = std::max(B, (std::max<int64_t>(block, 1) + B - 1) / B * B);
   const size_t row_bytes = bytes_for(format, K), blk_bytes = tr.block_bytes;
+  const CodeGrid* grid = code_grid(format);
   constexpr int64_t kRows = 16;  // rows per task: U's rows are reused across them
   const int64_t chunks = (N + kRows - 1) / kRows;
 #pragma omp parallel for schedule(dynamic)
@@ -130,25 +134,41 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
     const int64_t r0 = ch * kRows, R = std::min(kRows, N - r0);
     std::vector<float> W(w + r0 * K, w + (r0 + R) * K);
     std::vector<float> err(size_t(R * batch)), cur(size_t(R * B)), deq(size_t(R * B));
-    std::vector<uint8_t> packed(size_t(R) * blk_bytes);
+    std::vector<float> step(grid ? size_t(R * B) : 0), offset(grid ? size_t(R * B) : 0);
+    std::vector<uint8_t> packed(size_t(R) * blk_bytes), codes(grid ? size_t(R * B) : 0);
     for (int64_t i1 = 0; i1 < K; i1 += batch) {
       const int64_t i2 = std::min(K, i1 + batch);
       for (int64_t g = i1; g < i2; g += B) {
         for (int64_t r = 0; r < R; ++r)
           std::memcpy(&cur[size_t(r * B)], &W[size_t(r * K + g)], size_t(B) * sizeof(float));
         quantize_rows(format, cur.data(), packed.data(), R, B, &importance[size_t(g)]);
-        tr.to_f32(packed.data(), deq.data(), R * B);
-        for (int64_t r = 0; r < R; ++r)
-          std::memcpy(static_cast<uint8_t*>(dst) + size_t(r0 + r) * row_bytes + size_t(g / B) * blk_bytes,
-                      &packed[size_t(r) * blk_bytes], blk_bytes);
+        if (grid) {
+          for (int64_t r = 0; r < R; ++r)
+            grid->grid(&packed[size_t(r) * blk_bytes], &step[size_t(r * B)], &offset[size_t(r * B)]);
+        } else {
+          tr.to_f32(packed.data(), deq.data(), R * B);
+        }
         for (int64_t j = g; j < g + B; ++j) {
           const float* uj = &u[size_t(j * K)];
           for (int64_t r = 0; r < R; ++r) {
             float* wr = &W[size_t(r * K)];
-            const float e = (wr[j] - deq[size_t(r * B + (j - g))]) / uj[j];
+            const size_t at = size_t(r * B + (j - g));
+            float q = deq.empty() ? 0.f : deq[at];
+            if (grid) {
+              const float st = step[at], off = offset[at];
+              const int c = st == 0 ? 0 : std::clamp(int(std::lrintf((wr[j] - off) / st)), 0, grid->levels - 1);
+              codes[at] = uint8_t(c);
+              q = off + st * float(c);
+            }
+            const float e = (wr[j] - q) / uj[j];
             err[size_t(r * batch + (j - i1))] = e;
             for (int64_t c = j + 1; c < i2; ++c) wr[c] -= e * uj[c];
           }
+        }
+        for (int64_t r = 0; r < R; ++r) {
+          if (grid) grid->set_codes(&packed[size_t(r) * blk_bytes], &codes[size_t(r * B)]);
+          std::memcpy(static_cast<uint8_t*>(dst) + size_t(r0 + r) * row_bytes + size_t(g / B) * blk_bytes,
+                      &packed[size_t(r) * blk_bytes], blk_bytes);
         }
       }
       // The batch's errors move every column right of it: W[:, i2:] -= err * U[i1:i2, i2:].

@@ -218,6 +218,12 @@ Tensor quantize_matrix(const Tensor& w, DType format, const QuantizeOptions& o, 
     return out;
   }
   const auto it = o.stats->gram.find(stats_name);
+  if (it == o.stats->gram.end() && stats_name == kEmbed) {
+    // The untied embedding is a lookup without a Gram matrix: its uniform importance instead.
+    QuantizeOptions weighted = o;
+    weighted.method = QuantMethod::Weighted;
+    return quantize_matrix(src, format, weighted, stats_name);
+  }
   GP_CHECK(it != o.stats->gram.end(), "[quantize] GPTQ needs the Gram matrix (X^T X) of ", stats_name,
            "'s input; collect the statistics with the Gram matrices");
   GP_CHECK(int64_t(it->second.size()) == K * K, "[quantize] the Gram matrix of ", stats_name, " has ",
@@ -252,13 +258,7 @@ Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, cons
     GP_CHECK(it != out.tensors.end(), "[quantize] the plan names ", name, ", which ", ck.source, " does not have");
     GP_CHECK(is_quantizable(name, it->second), "[quantize] the plan names ", name, " ", it->second.describe(),
              ", which is not a quantizable matrix");
-    if (it->second.dtype() != format) {
-      QuantizeOptions mo = o;
-      // The untied embedding is a lookup without a Gram matrix: its uniform importance instead.
-      if (o.method == QuantMethod::Gptq && name == kEmbed && !o.stats->gram.count(name))
-        mo.method = QuantMethod::Weighted;
-      it->second = quantize_matrix(it->second, format, mo, name);
-    }
+    if (it->second.dtype() != format) it->second = quantize_matrix(it->second, format, o, name);
     bar.update(++done, name);
   }
   bar.finish();

@@ -504,6 +504,62 @@ TEST(QuantFormats, RequantizingIsStable) {
   }
 }
 
+// The code grids GPTQ quantizes on (formats.h, CodeGrid): writing back the codes of an encoded
+// block reproduces its bytes, and every code decodes to offset + step * code.
+TEST(QuantFormats, CodeGridsMatchTheDecoders) {
+  const unsigned seed = 777;
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(256 * 6);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i >= 256 * 5 && i < 256 * 5 + 16 ? 0.f : normal(rng) * (1 + float(i % 7));
+  for (DType t : kQuant) {
+    const auto& tr = traits(t);
+    const quant::CodeGrid* g = quant::code_grid(t);
+    ASSERT_NE(g, nullptr) << tr.name;
+    const auto q = quantize(t, x);
+    const auto y = dequantize(t, q, int64_t(x.size()));
+    const int B = int(tr.block_size);
+    std::vector<float> step(static_cast<size_t>(B)), offset(static_cast<size_t>(B));
+    std::vector<uint8_t> codes(static_cast<size_t>(B)), blk(tr.block_bytes);
+    std::vector<float> yb(static_cast<size_t>(B));
+    for (size_t b = 0; b < x.size() / size_t(B); ++b) {
+      const uint8_t* src = q.data() + b * tr.block_bytes;
+      g->grid(src, step.data(), offset.data());
+      bool any_zero_step = false;
+      for (int e = 0; e < B; ++e) {
+        const float ye = y[b * size_t(B) + size_t(e)];
+        const Grid ref = grid_of(t, src, e);
+        ASSERT_EQ(std::fabs(step[size_t(e)]), std::fabs(ref.a)) << tr.name << " block " << b << " element " << e;
+        any_zero_step |= step[size_t(e)] == 0;
+        const long c = step[size_t(e)] == 0 ? 0 : std::lround((ye - offset[size_t(e)]) / step[size_t(e)]);
+        ASSERT_GE(c, 0) << tr.name << " element " << e;
+        ASSERT_LT(c, g->levels) << tr.name << " element " << e;
+        codes[size_t(e)] = uint8_t(c);
+      }
+      std::memcpy(blk.data(), src, tr.block_bytes);
+      g->set_codes(blk.data(), codes.data());
+      tr.to_f32(blk.data(), yb.data(), B);
+      for (int e = 0; e < B; ++e)
+        ASSERT_EQ(yb[size_t(e)], y[b * size_t(B) + size_t(e)]) << tr.name << " block " << b << " element " << e;
+      if (!any_zero_step) EXPECT_EQ(0, std::memcmp(blk.data(), src, tr.block_bytes)) << tr.name << " block " << b;
+      // Random codes decode to offset + step * code (within the decoder's rounding).
+      std::uniform_int_distribution<int> code(0, g->levels - 1);
+      for (auto& c : codes) c = uint8_t(code(rng));
+      g->set_codes(blk.data(), codes.data());
+      tr.to_f32(blk.data(), yb.data(), B);
+      for (int e = 0; e < B; ++e) {
+        const float want = offset[size_t(e)] + step[size_t(e)] * float(codes[size_t(e)]);
+        const float tol = 1e-6f * (std::fabs(offset[size_t(e)]) + std::fabs(step[size_t(e)] * float(codes[size_t(e)])));
+        ASSERT_NEAR(yb[size_t(e)], want, tol) << tr.name << " block " << b << " element " << e << " code "
+                                               << int(codes[size_t(e)]);
+      }
+    }
+  }
+  EXPECT_EQ(quant::code_grid(DType::F8_E4M3_B32), nullptr);
+  EXPECT_EQ(quant::code_grid(DType::BF16), nullptr);
+}
+
 // ---- tensors ----
 
 TEST(QuantFormats, TensorsAndSlices) {

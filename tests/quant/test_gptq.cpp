@@ -110,6 +110,22 @@ TEST(Gptq, BeatsWeightedAndRtnOnCorrelatedInputs) {
 }
 
 // With H = I nothing propagates (U = I): each block is the weighted quantizer's, byte for byte.
+// Rows of one block (256 wide, as the default model's hidden size, so one K-quant super-block
+// per row): GPTQ must compensate inside the block, not only across blocks, to gain anything.
+TEST(Gptq, CompensatesInsideOneBlock) {
+  const unsigned seed = 20261203;
+  std::printf("seed %u\n", seed);
+  const Problem p = make_problem(48, 256, 1024, 3.0, seed);
+  for (DType f : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0,
+                  DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    const double weighted = output_error(p, quantize(p, f, QuantMethod::Weighted));
+    const double gptq = output_error(p, quantize(p, f, QuantMethod::Gptq));
+    std::printf("%-5s K = 256: imatrix %.4e  gptq %.4e  (gptq/imatrix %.3f)\n", dtype_name(f), weighted, gptq,
+                gptq / weighted);
+    EXPECT_LT(gptq, 0.8 * weighted) << dtype_name(f);
+  }
+}
+
 TEST(Gptq, IdentityHessianIsTheWeightedQuantizer) {
   const unsigned seed = 7;
   std::printf("seed %u\n", seed);
