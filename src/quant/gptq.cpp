@@ -24,6 +24,8 @@
 // Dampening: H + damp * mean(diag H) * I keeps H positive definite when inputs are dead (zero
 // columns) or collinear (fewer calibration tokens than columns); if the Cholesky factorization
 // still fails, damp grows tenfold (from 1e-4 when it was 0), up to three times.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,77 +37,136 @@
 namespace genperf::quant {
 namespace {
 
-// In place: the lower Cholesky factor L of the symmetric a [n, n] (upper triangle ignored, set
-// to zero). False when a is not positive definite.
-bool cholesky_lower(std::vector<double>& a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    double* rj = &a[size_t(j * n)];
-    double s = rj[j];
-    for (int64_t k = 0; k < j; ++k) s -= rj[k] * rj[k];
-    if (!(s > 0) || !std::isfinite(s)) return false;
-    const double d = std::sqrt(s);
-    rj[j] = d;
-    for (int64_t i = j + 1; i < n; ++i) {
-      double* ri = &a[size_t(i * n)];
-      double t = ri[j];
-      for (int64_t k = 0; k < j; ++k) t -= ri[k] * rj[k];
-      ri[j] = t / d;
+// The factorization. U is computed without forming H^-1: with J the reversal of the indices
+// and J H J = R^T R (R upper, Cholesky), H^-1 = J R^-1 R^-T J, so U = J R^-T J is upper and
+// U^T U = H^-1. One Cholesky and one triangular inverse, K^3 / 2 multiply-adds in all. Both run
+// on row-major upper triangles as sums of rows (axpys along contiguous rows: they vectorize,
+// where dot products of doubles would not without reassociation), kPanel rows at a time so
+// that each row of the trailing matrix is read and written once per panel, and with the rows
+// (Cholesky) or the columns (inverse) split over the threads. The hot loops are compiled for
+// AVX-512 and AVX2 as well and chosen at load time (target_clones), as the library itself is
+// built for the baseline ISA.
+constexpr int kPanel = 8;
+
+// y[j] += sum_k f[k] * x[k][j] for j in [j0, j1), m <= kPanel rows x.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void add_rows(double* __restrict y, const double* const* x, const double* f, int m, int64_t j0, int64_t j1) {
+  if (m == kPanel) {
+    const double *__restrict x0 = x[0], *__restrict x1 = x[1], *__restrict x2 = x[2], *__restrict x3 = x[3],
+                 *__restrict x4 = x[4], *__restrict x5 = x[5], *__restrict x6 = x[6], *__restrict x7 = x[7];
+    const double f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3], f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
+    for (int64_t j = j0; j < j1; ++j)
+      y[j] += ((f0 * x0[j] + f1 * x1[j]) + (f2 * x2[j] + f3 * x3[j])) +
+              ((f4 * x4[j] + f5 * x5[j]) + (f6 * x6[j] + f7 * x7[j]));
+    return;
+  }
+  for (int k = 0; k < m; ++k) {
+    const double* __restrict xk = x[k];
+    const double fk = f[k];
+    for (int64_t j = j0; j < j1; ++j) y[j] += fk * xk[j];
+  }
+}
+
+// In place: the upper factor R of a [n, n] (row-major; upper triangle read, lower left as is),
+// a = R^T R. False when a is not positive definite.
+bool cholesky_upper(std::vector<double>& a, int64_t n) {
+  double* const A = a.data();
+  for (int64_t k0 = 0; k0 < n; k0 += kPanel) {
+    const int64_t k1 = std::min(n, k0 + kPanel);
+    // The panel's rows have every earlier panel's update: factor them.
+    for (int64_t k = k0; k < k1; ++k) {
+      double* rk = A + k * n;
+      if (!(rk[k] > 0) || !std::isfinite(rk[k])) return false;
+      const double d = std::sqrt(rk[k]), inv = 1 / d;
+      rk[k] = d;
+      for (int64_t j = k + 1; j < n; ++j) rk[j] *= inv;
+      for (int64_t i = k + 1; i < k1; ++i) {
+        const double f = -rk[i];
+        const double* x[1] = {rk};
+        add_rows(A + i * n, x, &f, 1, i, n);
+      }
     }
-    for (int64_t k = j + 1; k < n; ++k) rj[k] = 0;
+    // Every row below the panel gets the panel's rows at once.
+    const double* panel[kPanel];
+    const int m = int(k1 - k0);
+    for (int k = 0; k < m; ++k) panel[k] = A + (k0 + k) * n;
+#pragma omp parallel for schedule(dynamic, 8) if ((n - k1) * (n - k1) > (1 << 16))
+    for (int64_t i = k1; i < n; ++i) {
+      double f[kPanel];
+      for (int k = 0; k < m; ++k) f[k] = -panel[k][i];
+      add_rows(A + i * n, panel, f, m, i, n);
+    }
   }
   return true;
 }
 
-// U [n, n] (f32, upper) with U^T U = H^-1, for H = gram + damp * mean(diag) * I.
+// V = R^-1 (upper, row-major) of the upper R: row i is -(sum_{k > i} R[i][k] V[k]) / R[i][i],
+// built from the bottom, kPanel rows at a time (their sums over the rows below the panel in one
+// pass, the columns split over the threads; then within the panel).
+std::vector<double> inverse_upper(const std::vector<double>& r, int64_t n) {
+  std::vector<double> v(size_t(n * n), 0.0);
+  double* const V = v.data();
+  const double* const R = r.data();
+  for (int64_t i1 = n; i1 > 0; i1 -= kPanel) {
+    const int64_t i0 = std::max<int64_t>(0, i1 - kPanel);
+    const int m = int(i1 - i0);
+    // acc_i = sum over k >= i1 of R[i][k] V[k], into rows i0..i1 of V (columns >= i1).
+    const int64_t cols = n - i1;
+    const int nt = cols * (n - i1) > (1 << 16) ? std::max(1, omp_get_max_threads()) : 1;
+#pragma omp parallel num_threads(nt)
+    {
+      const int t = omp_get_thread_num(), T = omp_get_num_threads();
+      const int64_t j0 = i1 + cols * t / T, j1 = i1 + cols * (t + 1) / T;
+      for (int64_t k = i1; k < std::min(j1, n); ++k) {
+        const double* vk = V + k * n;
+        for (int i = 0; i < m; ++i) {
+          const double f = R[(i0 + i) * n + k];
+          const double* x[1] = {vk};
+          add_rows(V + (i0 + i) * n, x, &f, 1, std::max(k, j0), j1);
+        }
+      }
+    }
+    // Within the panel, from its last row up.
+    for (int64_t i = i1 - 1; i >= i0; --i) {
+      double* vi = V + i * n;
+      for (int64_t k = i + 1; k < i1; ++k) {
+        const double f = R[i * n + k];
+        const double* x[1] = {V + k * n};
+        add_rows(vi, x, &f, 1, k, n);
+      }
+      const double inv = 1 / R[i * n + i];
+      for (int64_t j = i + 1; j < n; ++j) vi[j] *= -inv;
+      vi[i] = inv;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
 std::vector<float> inverse_cholesky_upper(const std::vector<double>& gram, int64_t n, double damp) {
   double mean_diag = 0;
   for (int64_t i = 0; i < n; ++i) mean_diag += gram[size_t(i * n + i)];
   mean_diag /= double(n);
   if (!(mean_diag > 0)) mean_diag = 1;  // all inputs dead: H is damp * I
-  std::vector<double> l;
+  std::vector<double> r(size_t(n * n));
   bool ok = false;
   for (int attempt = 0; attempt < 4; ++attempt) {
-    l = gram;
-    for (int64_t i = 0; i < n; ++i) l[size_t(i * n + i)] += damp * mean_diag;
-    if ((ok = cholesky_lower(l, n))) break;
+    for (int64_t i = 0; i < n; ++i)  // J H J, upper triangle
+      for (int64_t j = i; j < n; ++j) r[size_t(i * n + j)] = gram[size_t((n - 1 - i) * n + (n - 1 - j))];
+    for (int64_t i = 0; i < n; ++i) r[size_t(i * n + i)] += damp * mean_diag;
+    if ((ok = cholesky_upper(r, n))) break;
     if (attempt < 3) damp = damp > 0 ? damp * 10 : 1e-4;
   }
   GP_CHECK(ok, "[gptq] the Hessian (", n, " x ", n, ") is not positive definite even with dampening ", damp,
            " (are the statistics finite?)");
-  // L^-1, row by row: row i = (e_i - sum_{k<i} L[i][k] Linv[k]) / L[i][i].
-  std::vector<double> inv(size_t(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i) {
-    double* ri = &inv[size_t(i * n)];
-    ri[i] = 1;
-    for (int64_t k = 0; k < i; ++k) {
-      const double f = l[size_t(i * n + k)];
-      const double* rk = &inv[size_t(k * n)];
-      for (int64_t c = 0; c <= k; ++c) ri[c] -= f * rk[c];
-    }
-    const double d = l[size_t(i * n + i)];
-    for (int64_t c = 0; c <= i; ++c) ri[c] /= d;
-  }
-  // H^-1 = L^-T L^-1 = sum over k of outer(row k of L^-1, itself); lower triangle only.
-  std::vector<double> hinv(size_t(n * n), 0.0);
-  for (int64_t k = 0; k < n; ++k) {
-    const double* rk = &inv[size_t(k * n)];
-    for (int64_t a = 0; a <= k; ++a) {
-      const double f = rk[a];
-      if (f == 0) continue;
-      double* ra = &hinv[size_t(a * n)];
-      for (int64_t b = 0; b <= a; ++b) ra[b] += f * rk[b];
-    }
-  }
-  GP_CHECK(cholesky_lower(hinv, n), "[gptq] the inverse Hessian lost positive definiteness (", n, " x ", n,
-           "); raise the dampening");
-  // The upper factor of H^-1 = L2 L2^T is L2^T.
+  const std::vector<double> v = inverse_upper(r, n);
+  // U = J R^-T J: U[i][j] = V[n-1-j][n-1-i].
   std::vector<float> u(size_t(n * n), 0.f);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) u[size_t(j * n + i)] = float(hinv[size_t(i * n + j)]);
+    for (int64_t j = i; j < n; ++j) u[size_t(i * n + j)] = float(v[size_t((n - 1 - j) * n + (n - 1 - i))]);
   return u;
 }
-
-}  // namespace
 
 void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std::vector<double>& gram,
                    int64_t block, double damp, void* dst) {

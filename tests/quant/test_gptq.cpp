@@ -12,6 +12,7 @@
 
 #include "genperf/error.h"
 #include "genperf/quantize.h"
+#include "quant/quantize_internal.h"
 
 using namespace genperf;
 
@@ -180,6 +181,54 @@ TEST(Gptq, BatchWidthDoesNotMatter) {
       EXPECT_NEAR(e, ref, 0.02 * ref) << dtype_name(f) << " block " << block;
     }
   }
+}
+
+// The factor GPTQ walks with: U upper and U^T U H = I, checked in float64 on random
+// positive definite matrices whose sizes do not divide the factorization's panels (and one that
+// is large enough to run it on several threads), and on one that needs the dampening.
+TEST(Gptq, InverseCholeskyFactor) {
+  const unsigned seed = 31;
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t n : {1, 7, 8, 9, 37, 300}) {
+    // H = A A^T / n + 0.1 I, A [n, n] Gaussian with row scales over two decades.
+    std::vector<double> a(size_t(n * n)), h(size_t(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const double s = std::pow(10.0, double(i % 3) - 1);
+      for (int64_t j = 0; j < n; ++j) a[size_t(i * n + j)] = s * normal(rng);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = 0;
+        for (int64_t k = 0; k < n; ++k) v += a[size_t(i * n + k)] * a[size_t(j * n + k)];
+        h[size_t(i * n + j)] = v / double(n) + (i == j ? 0.1 : 0.0);
+      }
+    const std::vector<float> u = quant::inverse_cholesky_upper(h, n, 0.0);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j) ASSERT_EQ(u[size_t(i * n + j)], 0.f) << "n " << n << " below the diagonal";
+    // (U^T U H)[i][j] against the identity.
+    std::vector<double> uh(size_t(n * n), 0.0);  // U H
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = i; k < n; ++k) {
+        const double f = u[size_t(i * n + k)];
+        for (int64_t j = 0; j < n; ++j) uh[size_t(i * n + j)] += f * h[size_t(k * n + j)];
+      }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = 0;
+        for (int64_t k = 0; k <= std::min(i, n - 1); ++k) v += double(u[size_t(k * n + i)]) * uh[size_t(k * n + j)];
+        worst = std::max(worst, std::fabs(v - (i == j ? 1.0 : 0.0)));
+      }
+    std::printf("n %3lld: max |U^T U H - I| = %.2e\n", (long long)n, worst);
+    EXPECT_LT(worst, 1e-4) << "n " << n;
+  }
+  // Not positive definite (rank 1): no factor without dampening; with the retries it succeeds.
+  const int64_t n = 20;
+  std::vector<double> h(size_t(n * n), 1.0);
+  const std::vector<float> u = quant::inverse_cholesky_upper(h, n, 0.0);
+  for (float v : u) EXPECT_TRUE(std::isfinite(v));
 }
 
 TEST(Gptq, ClearErrors) {
