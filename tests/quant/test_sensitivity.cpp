@@ -160,6 +160,42 @@ TEST(Sensitivity, Q8BeatsQ2OnKQuantShapes) {
   EXPECT_LT(got.kl, r.predicted * 3);
 }
 
+// GPTQ needs each matrix's input Gram matrix; the untied embedding is a lookup without one and
+// takes the imatrix quantizer (it used to fail the whole map). GPTQ entries are measured for
+// every tensor, and on the layers' matrices they are no worse than the imatrix quantizer's.
+TEST(Sensitivity, GptqMapWithAnUntiedEmbedding) {
+  const uint64_t seed = 8;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  LlamaConfig c = kquant_model(seed).config;
+  c.tie_word_embeddings = false;
+  Checkpoint ck = random_checkpoint(c, DType::F32, seed);
+  ASSERT_TRUE(ck.tensors.count("model.embed_tokens.weight") && ck.tensors.count("lm_head.weight"));
+  CalibrationOptions co;
+  co.ctx = 128;
+  const CalibrationReference ref(ck, random_ids(seed, 512, int32_t(c.vocab_size)), -1, co);
+  SensitivityOptions so;
+  so.formats = {DType::Q3_K};
+  so.quant.method = QuantMethod::Gptq;
+  const SensitivityMap g = measure_sensitivity(ck, ref, so);
+  so.quant.method = QuantMethod::Weighted;
+  const SensitivityMap w = measure_sensitivity(ck, ref, so);
+  ASSERT_EQ(g.entries.size(), g.tensors.size());
+  ASSERT_EQ(w.entries.size(), g.entries.size());
+  double sum_g = 0, sum_w = 0;
+  for (size_t i = 0; i < g.entries.size(); ++i) {
+    ASSERT_EQ(g.entries[i].tensor, w.entries[i].tensor);
+    EXPECT_TRUE(std::isfinite(g.entries[i].kl) && g.entries[i].kl >= 0) << g.entries[i].tensor;
+    if (g.entries[i].tensor == "model.embed_tokens.weight") {
+      EXPECT_EQ(g.entries[i].kl, w.entries[i].kl);  // the same quantizer there
+    } else {
+      sum_g += g.entries[i].kl;
+      sum_w += w.entries[i].kl;
+    }
+  }
+  std::printf("q3_k summed KL of the layers' matrices: imatrix %.4g, gptq %.4g\n", sum_w, sum_g);
+  EXPECT_LT(sum_g, sum_w);
+}
+
 TEST(Sensitivity, CalibrationTooShortIsAClearError) {
   Checkpoint ck = tiny_model(3);
   ck.tokenizer = std::make_unique<ByteTokenizer>();
