@@ -67,6 +67,26 @@ void add_rows(double* __restrict y, const double* const* x, const double* f, int
   }
 }
 
+// The column walk's updates in f32: y[c] -= sum_k e[k] * x[k][c] for c in [c0, c1), m <= kPanel
+// rows x, one pass over y.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void sub_rows(float* __restrict y, const float* const* x, const float* e, int m, int64_t c0, int64_t c1) {
+  if (m == kPanel) {
+    const float *__restrict x0 = x[0], *__restrict x1 = x[1], *__restrict x2 = x[2], *__restrict x3 = x[3],
+                *__restrict x4 = x[4], *__restrict x5 = x[5], *__restrict x6 = x[6], *__restrict x7 = x[7];
+    const float e0 = e[0], e1 = e[1], e2 = e[2], e3 = e[3], e4 = e[4], e5 = e[5], e6 = e[6], e7 = e[7];
+    for (int64_t c = c0; c < c1; ++c)
+      y[c] -= ((e0 * x0[c] + e1 * x1[c]) + (e2 * x2[c] + e3 * x3[c])) +
+              ((e4 * x4[c] + e5 * x5[c]) + (e6 * x6[c] + e7 * x7[c]));
+    return;
+  }
+  for (int k = 0; k < m; ++k) {
+    const float* __restrict xk = x[k];
+    const float ek = e[k];
+    for (int64_t c = c0; c < c1; ++c) y[c] -= ek * xk[c];
+  }
+}
+
 // In place: the upper factor R of a [n, n] (row-major; upper triangle read, lower left as is),
 // a = R^T R. False when a is not positive definite.
 bool cholesky_upper(std::vector<double>& a, int64_t n) {
@@ -223,7 +243,7 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
             }
             const float e = (wr[j] - q) / uj[j];
             err[size_t(r * batch + (j - i1))] = e;
-            for (int64_t c = j + 1; c < i2; ++c) wr[c] -= e * uj[c];
+            sub_rows(wr, &uj, &e, 1, j + 1, i2);
           }
         }
         for (int64_t r = 0; r < R; ++r) {
@@ -233,14 +253,13 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
         }
       }
       // The batch's errors move every column right of it: W[:, i2:] -= err * U[i1:i2, i2:].
-      for (int64_t r = 0; r < R; ++r) {
-        float* wr = &W[size_t(r * K)];
-        for (int64_t j = i1; j < i2; ++j) {
-          const float e = err[size_t(r * batch + (j - i1))];
-          const float* uj = &u[size_t(j * K)];
-          for (int64_t c = i2; c < K; ++c) wr[c] -= e * uj[c];
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = i1; j < i2; j += kPanel) {
+          const int m = int(std::min<int64_t>(kPanel, i2 - j));
+          const float* rows[kPanel];
+          for (int k = 0; k < m; ++k) rows[k] = &u[size_t((j + k) * K)];
+          sub_rows(&W[size_t(r * K)], rows, &err[size_t(r * batch + (j - i1))], m, i2, K);
         }
-      }
     }
   }
 }
