@@ -48,43 +48,33 @@ namespace {
 // built for the baseline ISA.
 constexpr int kPanel = 8;
 
-// y[j] += sum_k f[k] * x[k][j] for j in [j0, j1), m <= kPanel rows x.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void add_rows(double* __restrict y, const double* const* x, const double* f, int m, int64_t j0, int64_t j1) {
+// y[j] += sum_k f[k] * x[k][j] for j in [j0, j1), m <= kPanel rows x, in one pass over y: the
+// factorization's row sums in double, the column walk's updates in f32 (with -err as f).
+template <typename T>
+[[gnu::always_inline]] inline void add_rows_impl(T* __restrict y, const T* const* x, const T* f, int m, int64_t j0,
+                                                 int64_t j1) {
   if (m == kPanel) {
-    const double *__restrict x0 = x[0], *__restrict x1 = x[1], *__restrict x2 = x[2], *__restrict x3 = x[3],
-                 *__restrict x4 = x[4], *__restrict x5 = x[5], *__restrict x6 = x[6], *__restrict x7 = x[7];
-    const double f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3], f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
+    const T *__restrict x0 = x[0], *__restrict x1 = x[1], *__restrict x2 = x[2], *__restrict x3 = x[3],
+            *__restrict x4 = x[4], *__restrict x5 = x[5], *__restrict x6 = x[6], *__restrict x7 = x[7];
+    const T f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3], f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
     for (int64_t j = j0; j < j1; ++j)
       y[j] += ((f0 * x0[j] + f1 * x1[j]) + (f2 * x2[j] + f3 * x3[j])) +
               ((f4 * x4[j] + f5 * x5[j]) + (f6 * x6[j] + f7 * x7[j]));
     return;
   }
   for (int k = 0; k < m; ++k) {
-    const double* __restrict xk = x[k];
-    const double fk = f[k];
+    const T* __restrict xk = x[k];
+    const T fk = f[k];
     for (int64_t j = j0; j < j1; ++j) y[j] += fk * xk[j];
   }
 }
-
-// The column walk's updates in f32: y[c] -= sum_k e[k] * x[k][c] for c in [c0, c1), m <= kPanel
-// rows x, one pass over y.
 __attribute__((target_clones("avx512f", "avx2", "default")))
-void sub_rows(float* __restrict y, const float* const* x, const float* e, int m, int64_t c0, int64_t c1) {
-  if (m == kPanel) {
-    const float *__restrict x0 = x[0], *__restrict x1 = x[1], *__restrict x2 = x[2], *__restrict x3 = x[3],
-                *__restrict x4 = x[4], *__restrict x5 = x[5], *__restrict x6 = x[6], *__restrict x7 = x[7];
-    const float e0 = e[0], e1 = e[1], e2 = e[2], e3 = e[3], e4 = e[4], e5 = e[5], e6 = e[6], e7 = e[7];
-    for (int64_t c = c0; c < c1; ++c)
-      y[c] -= ((e0 * x0[c] + e1 * x1[c]) + (e2 * x2[c] + e3 * x3[c])) +
-              ((e4 * x4[c] + e5 * x5[c]) + (e6 * x6[c] + e7 * x7[c]));
-    return;
-  }
-  for (int k = 0; k < m; ++k) {
-    const float* __restrict xk = x[k];
-    const float ek = e[k];
-    for (int64_t c = c0; c < c1; ++c) y[c] -= ek * xk[c];
-  }
+void add_rows(double* y, const double* const* x, const double* f, int m, int64_t j0, int64_t j1) {
+  add_rows_impl(y, x, f, m, j0, j1);
+}
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void add_rows(float* y, const float* const* x, const float* f, int m, int64_t j0, int64_t j1) {
+  add_rows_impl(y, x, f, m, j0, j1);
 }
 
 // In place: the upper factor R of a [n, n] (row-major; upper triangle read, lower left as is),
@@ -241,9 +231,9 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
               codes[at] = uint8_t(c);
               q = off + st * float(c);
             }
-            const float e = (wr[j] - q) / uj[j];
-            err[size_t(r * batch + (j - i1))] = e;
-            sub_rows(wr, &uj, &e, 1, j + 1, i2);
+            const float e = (wr[j] - q) / uj[j], minus_e = -e;
+            err[size_t(r * batch + (j - i1))] = minus_e;
+            add_rows(wr, &uj, &minus_e, 1, j + 1, i2);
           }
         }
         for (int64_t r = 0; r < R; ++r) {
@@ -252,13 +242,14 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
                       &packed[size_t(r) * blk_bytes], blk_bytes);
         }
       }
-      // The batch's errors move every column right of it: W[:, i2:] -= err * U[i1:i2, i2:].
+      // The batch's errors move every column right of it: W[:, i2:] -= err * U[i1:i2, i2:] (err
+      // is kept negated).
       for (int64_t r = 0; r < R; ++r)
         for (int64_t j = i1; j < i2; j += kPanel) {
           const int m = int(std::min<int64_t>(kPanel, i2 - j));
           const float* rows[kPanel];
           for (int k = 0; k < m; ++k) rows[k] = &u[size_t((j + k) * K)];
-          sub_rows(&W[size_t(r * K)], rows, &err[size_t(r * batch + (j - i1))], m, i2, K);
+          add_rows(&W[size_t(r * K)], rows, &err[size_t(r * batch + (j - i1))], m, i2, K);
         }
     }
   }
