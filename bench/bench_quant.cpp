@@ -67,6 +67,16 @@ void BM_Imatrix(benchmark::State& state) {
   state.counters["weights/s"] = benchmark::Counter(double(N * K), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The factorization alone (U with U^T U = H^-1), K up to a 7B model's FFN width.
+void BM_GptqFactor(benchmark::State& state) {
+  const int64_t K = state.range(0);
+  const Problem p = make(1, K);
+  for (auto _ : state) benchmark::DoNotOptimize(quant::inverse_cholesky_upper(p.gram, K, 0.01));
+  // K^3 / 3 multiply-adds for the Cholesky and K^3 / 6 for the inverse: K^3 flops in all.
+  state.counters["GFLOP/s"] = benchmark::Counter(double(K) * double(K) * double(K) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The 110M shape's matrices (K = 768: q/k/v/o/gate/up; K = 3072: down) and a 7B-like 4096 x 4096.
 void shapes(benchmark::internal::Benchmark* b) {
   for (DType f : {DType::Q4_K, DType::Q2_K})
@@ -78,6 +88,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_Gptq)->Apply(shapes)->Iterations(1);
+BENCHMARK(BM_GptqFactor)->Arg(3072)->Arg(4096)->Arg(11008)->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Imatrix)->Apply(shapes)->MinTime(0.1);
 
 BENCHMARK_MAIN();
