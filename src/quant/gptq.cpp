@@ -127,7 +127,7 @@ std::vector<double> inverse_upper(const std::vector<double>& r, int64_t n) {
     {
       const int t = omp_get_thread_num(), T = omp_get_num_threads();
       const int64_t j0 = i1 + cols * t / T, j1 = i1 + cols * (t + 1) / T;
-      for (int64_t k = i1; k < std::min(j1, n); ++k) {
+      for (int64_t k = i1; k < j1; ++k) {
         const double* vk = V + k * n;
         for (int i = 0; i < m; ++i) {
           const double f = R[(i0 + i) * n + k];
@@ -204,7 +204,7 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t r0 = ch * kRows, R = std::min(kRows, N - r0);
     std::vector<float> W(w + r0 * K, w + (r0 + R) * K);
-    std::vector<float> err(size_t(R * batch)), cur(size_t(R * B)), deq(size_t(R * B));
+    std::vector<float> err(size_t(R * batch)), cur(size_t(R * B)), deq(grid ? 0 : size_t(R * B));
     std::vector<float> step(grid ? size_t(R * B) : 0), offset(grid ? size_t(R * B) : 0);
     std::vector<uint8_t> packed(size_t(R) * blk_bytes), codes(grid ? size_t(R * B) : 0);
     for (int64_t i1 = 0; i1 < K; i1 += batch) {
@@ -224,12 +224,14 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
           for (int64_t r = 0; r < R; ++r) {
             float* wr = &W[size_t(r * K)];
             const size_t at = size_t(r * B + (j - g));
-            float q = deq.empty() ? 0.f : deq[at];
+            float q;
             if (grid) {
               const float st = step[at], off = offset[at];
               const int c = st == 0 ? 0 : std::clamp(int(std::lrintf((wr[j] - off) / st)), 0, grid->levels - 1);
               codes[at] = uint8_t(c);
               q = off + st * float(c);
+            } else {
+              q = deq[at];
             }
             const float e = (wr[j] - q) / uj[j], minus_e = -e;
             err[size_t(r * batch + (j - i1))] = minus_e;
