@@ -12,6 +12,10 @@ additivity assumption of docs/QUANT.md) of:
     formats. No set of formats with per-tensor choice and the same quantizer does better than
     this allocation predicts, up to the interpolation, so its ratio to uniform is a floor for the
     allocation's gain on this model.
+With --row-split OUT.json (bench/row_split), the tensors it measured take its options instead of
+the map's: each whole-tensor format and each split of the rows by token frequency between two
+formats, with the held-out KL it measured (the uniform frontier then uses its whole-tensor KL
+for them too). The allocation columns then say what precision by vocabulary row would add.
 
   /usr/bin/python3 bench/allocation_bound.py --sensitivity sens.json --bpw 4.0,4.5
 """
@@ -51,6 +55,7 @@ def main():
     ap.add_argument("--formats", default="q2_k,q3_k,q4_k,q5_k,q6_k",
                     help="the uniform frontier and the points of the continuous-bits curve")
     ap.add_argument("--step", type=float, default=0.125, help="bits between the continuous options")
+    ap.add_argument("--row-split", help="OUT.json of bench/row_split: its tensors' options replace the map's")
     a = ap.parse_args()
     try:
         m = json.load(open(a.sensitivity))
@@ -68,9 +73,22 @@ def main():
                  f"({len(missing)} missing); choose --formats the map measured for every tensor")
     frontier.sort(key=lambda f: bpw[f])
 
+    options = {n: [(e["bytes"], max(e["kl"], 0.0)) for e in entries if e["tensor"] == n] for n in tensors}
+    if a.row_split:
+        try:
+            rs = json.load(open(a.row_split))
+            for t in rs["tensors"]:
+                n = t["name"]
+                if n not in tensors:
+                    sys.exit(f"allocation_bound: {a.row_split} measured {n}, which {a.sensitivity} does not have")
+                options[n] = [(int(o["bytes"]), max(o["kl"], 0.0)) for o in t["options"]]
+                for o in t["options"]:
+                    if o["hi"] == o["lo"]:
+                        kl[(n, o["hi"])] = max(o["kl"], 0.0)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"allocation_bound: {a.row_split}: not an output of bench/row_split ({e})")
     keep = [(t["source_bytes"], 0.0) for t in tensors.values()]
-    measured = [[keep[i]] + [(e["bytes"], max(e["kl"], 0.0)) for e in entries if e["tensor"] == n]
-                for i, n in enumerate(tensors)]
+    measured = [[keep[i]] + options[n] for i, n in enumerate(tensors)]
     curve = {n: [(bpw[f], kl[(n, f)]) for f in frontier] for n in tensors}
     lo, hi = bpw[frontier[0]], bpw[frontier[-1]]
     steps = [lo + a.step * i for i in range(int((hi - lo) / a.step + 1e-9) + 1)]
