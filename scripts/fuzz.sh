@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf)
+[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -78,6 +78,103 @@ put("gguf", "seed0", gguf(kvs, [("token_embd.weight", [2, 3], 0, struct.pack("<6
                                ("h", [4], 1, b"\x00\x3c" * 4), ("b", [2], 30, b"\x80\x3f" * 2),
                                ("q", [256], 12, b"\0" * 144)]))
 put("gguf", "seed1", gguf(kvs[:1], []))
+# Tokenizers (fuzz_tokenizer: the first byte picks the reader, even SentencePiece, odd tokenizer.json).
+def varint(v):
+    v &= (1 << 64) - 1
+    out = b""
+    while v >= 0x80:
+        out += bytes([0x80 | (v & 0x7F)]); v >>= 7
+    return out + bytes([v])
+def pvar(f, v): return varint(f << 3) + varint(v)
+def pbytes(f, b): b = b.encode() if isinstance(b, str) else b; return varint(f << 3 | 2) + varint(len(b)) + b
+def pf32(f, x): return varint(f << 3 | 5) + struct.pack("<f", x)
+def spm(model_type, normal):
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
+    pieces += [("<0x%02X>" % b, 0.0, 6) for b in range(256)]
+    pieces += [(t, -float(i), 1) for i, t in enumerate(normal)]
+    out = b"".join(pbytes(1, pbytes(1, t) + pf32(2, sc) + pvar(3, ty)) for t, sc, ty in pieces)
+    trainer = pvar(3, model_type) + pvar(35, 1) + pvar(40, 0) + pvar(41, 1) + pvar(42, 2) + pvar(43, -1)
+    norm = pbytes(1, "identity") + pvar(3, 1) + pvar(4, 0) + pvar(5, 1)
+    return out + pbytes(2, trainer) + pbytes(3, norm)
+words = ["\u2581", "\u2581H", "\u2581w", "e", "l", "o", "r", "d", "ll", "\u2581Hello", "\u2581world", "a", "\u2581t", "he"]
+put("tokenizer", "seed0", b"\0" + spm(1, words))   # unigram
+put("tokenizer", "seed1", b"\2" + spm(2, words))   # BPE
+def byte_chars():
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep: out[b] = chr(b)
+        else: out[b] = chr(256 + n); n += 1
+    return out
+bc = byte_chars()
+vocab = {bc[b]: b for b in range(256)}
+merges = ["t h", "th e", "\u0120 t", "a n", "\u0120 w", "o r"]
+for m in merges: vocab[m.replace(" ", "")] = len(vocab)
+eot = len(vocab)
+bpe = {"version": "1.0", "model": {"type": "BPE", "vocab": vocab, "merges": merges},
+       "added_tokens": [{"id": eot, "content": "<|endoftext|>", "special": True}],
+       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+       "decoder": {"type": "ByteLevel"}}
+put("tokenizer", "seed2", b"\1" + json.dumps(bpe).encode())
+bpe2 = dict(bpe, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\s?\\p{L}+|\\s?\\p{N}{1,3}|\\s+"}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+    normalizer={"type": "NFC"},
+    post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                                             {"Sequence": {"id": "A", "type_id": 0}}]})
+put("tokenizer", "seed3", b"\3" + json.dumps(bpe2).encode())
+
+# JSONL readers (fuzz_jsonl: the first byte picks 0 MC tasks, 1 and 2 prompt/response, 3 config.json).
+mc = "\n".join(json.dumps(r) for r in [{"context": "The sky is", "choices": [" blue", " green"], "gold": 0},
+                                       {"context": "2 + 2 =", "choices": [" 3", " 4", " 5"], "gold": 1}]) + "\n"
+put("jsonl", "seed0", b"\0" + mc.encode())
+pr = "\n".join(json.dumps(r) for r in [{"prompt": "Q: the capital of France?\nA:", "response": " Paris"},
+                                       {"prompt": "", "response": "the the an " * 8}]) + "\n\n"
+put("jsonl", "seed1", b"\1" + pr.encode())
+put("jsonl", "seed2", b"\2" + pr.encode())
+cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+       "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300, "max_position_embeddings": 128,
+       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+       "bos_token_id": 1, "eos_token_id": [2, 3],
+       "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                        "original_max_position_embeddings": 64}}
+put("jsonl", "seed3", b"\3" + json.dumps(cfg).encode())
+
+# A whole model (fuzz_checkpoint): a one-layer llama GGUF, d = 32, 2 heads of 16 (one KV head),
+# FFN 32, a 32-token SentencePiece vocabulary; Q8_0 or Q4_0 matrices, F32 norms.
+import random
+rng = random.Random(1)
+def q8_rows(rows, cols):
+    return b"".join(struct.pack("<e", 0.02) + bytes(rng.randrange(256) for _ in range(32))
+                    for _ in range(rows * cols // 32))
+def q4_rows(rows, cols):
+    return b"".join(struct.pack("<e", 0.05) + bytes(rng.randrange(256) for _ in range(16))
+                    for _ in range(rows * cols // 32))
+def u32(key, v): return kv(key, 4, struct.pack("<I", v))
+def f32(key, v): return kv(key, 6, struct.pack("<f", v))
+def model(quant, tied):
+    enc, qt = (q8_rows, 8) if quant == "q8_0" else (q4_rows, 2)
+    toks = ["<unk>", "<s>", "</s>", "\u2581"] + [chr(c) for c in range(ord("a"), ord("a") + 28 - 2)] + ["\u2581a", "\u2581t"]
+    keys = [kv("general.architecture", 8, gstr("llama")), u32("llama.embedding_length", 32), u32("llama.block_count", 1),
+            u32("llama.feed_forward_length", 32), u32("llama.attention.head_count", 2),
+            u32("llama.attention.head_count_kv", 1), u32("llama.context_length", 64),
+            f32("llama.attention.layer_norm_rms_epsilon", 1e-5), f32("llama.rope.freq_base", 10000.0),
+            kv("tokenizer.ggml.model", 8, gstr("llama")),
+            kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(toks)) + b"".join(gstr(t) for t in toks)),
+            kv("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, len(toks)) + b"".join(struct.pack("<f", -i) for i in range(len(toks)))),
+            kv("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, len(toks)) + struct.pack("<%di" % len(toks), 2, 3, 3, *[1] * (len(toks) - 3))),
+            u32("tokenizer.ggml.bos_token_id", 1), u32("tokenizer.ggml.eos_token_id", 2)]
+    norm = struct.pack("<32f", *[1.0] * 32)
+    t = [("token_embd.weight", [32, 32], qt, enc(32, 32)), ("blk.0.attn_norm.weight", [32], 0, norm),
+         ("blk.0.attn_q.weight", [32, 32], qt, enc(32, 32)), ("blk.0.attn_k.weight", [32, 16], qt, enc(16, 32)),
+         ("blk.0.attn_v.weight", [32, 16], qt, enc(16, 32)), ("blk.0.attn_output.weight", [32, 32], qt, enc(32, 32)),
+         ("blk.0.ffn_norm.weight", [32], 0, norm), ("blk.0.ffn_gate.weight", [32, 32], qt, enc(32, 32)),
+         ("blk.0.ffn_up.weight", [32, 32], qt, enc(32, 32)), ("blk.0.ffn_down.weight", [32, 32], qt, enc(32, 32)),
+         ("output_norm.weight", [32], 0, norm)]
+    if not tied: t.append(("output.weight", [32, 32], qt, enc(32, 32)))
+    return gguf(keys, t)
+put("checkpoint", "seed0", model("q8_0", False))
+put("checkpoint", "seed1", model("q4_0", True))
 PY
 
 mkdir -p build-fuzz/artifacts

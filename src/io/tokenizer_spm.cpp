@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "genperf/error.h"
 #include "genperf/tokenizer.h"
@@ -237,8 +238,15 @@ SpmModel parse_model(std::string_view data, const std::string& source) {
     else if (r.field() == field::kDenormalizerSpec) parse_normalizer_spec(r.bytes(), source, denormalizer);
   }
   GP_CHECK(!m.pieces.empty(), "[tokenizer] ", source, ": not a valid SentencePiece model (no pieces)");
-  for (auto& p : m.pieces)
-    if (p.type < kNormal || p.type > kByte) p.type = kNormal;  // protobuf reads unknown enum values as the default
+  for (size_t i = 0; i < m.pieces.size(); ++i) {
+    // libsentencepiece builds its trie from NUL-terminated keys and aborts the process on an empty
+    // one, so pieces must be non-empty and free of NUL bytes.
+    GP_CHECK(!m.pieces[i].text.empty(), "[tokenizer] ", source, ": piece ", i, " is empty");
+    GP_CHECK(m.pieces[i].text.find('\0') == std::string::npos, "[tokenizer] ", source, ": piece ", i,
+             " contains a NUL byte");
+    auto& type = m.pieces[i].type;
+    if (type < kNormal || type > kByte) type = kNormal;  // protobuf reads unknown enum values as the default
+  }
   if (!m.charsmap.empty()) check_charsmap(m.charsmap, source);
   if (!denormalizer.charsmap.empty()) check_charsmap(denormalizer.charsmap, source);
   return m;
@@ -398,7 +406,12 @@ class SpmTokenizer final : public Tokenizer {
 std::unique_ptr<SpmTokenizer> make_spm(std::string_view serialized, const std::string& source) {
   SpmModel model = parse_model(serialized, source);
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = sp->LoadFromSerializedProto(serialized);
+  sentencepiece::util::Status status;
+  try {
+    status = sp->LoadFromSerializedProto(serialized);
+  } catch (const std::exception& e) {  // its trie builder throws on keys it cannot store
+    fail("[tokenizer] ", source, ": SentencePiece rejected the model: ", e.what());
+  }
   GP_CHECK(status.ok(), "[tokenizer] ", source, ": SentencePiece rejected the model: ", status.ToString());
   for (size_t i = 0; i < model.pieces.size(); ++i) {
     GP_CHECK(model.pieces[i].type != kByte || byte_piece_value(model.pieces[i].text) >= 0, "[tokenizer] ", source,

@@ -174,6 +174,8 @@ TEST(TokenizerErrors, MalformedVocabulary) {
   broken(spm, [](TokenizerVocab& v) { v.bos_id = 5; }, "bos id 5");
   broken(spm, [](TokenizerVocab& v) { v.token_types[0] = 1, v.unk_id = -1; }, "no unknown token");
   broken(spm, [](TokenizerVocab& v) { v.tokens[4] = ""; }, "token 4 is empty");
+  // libsentencepiece's trie takes NUL-terminated keys: a NUL inside a piece once aborted it.
+  broken(spm, [](TokenizerVocab& v) { v.tokens[4] = std::string("\0a", 2); }, "piece 4 contains a NUL byte");
   broken(spm, [](TokenizerVocab& v) { v.tokens[4] = "\u2581a"; }, "rejected");
   broken(spm, [](TokenizerVocab& v) { v.tokens.clear(); }, "no tokens");
   broken(spm, [](TokenizerVocab& v) { v.precompiled_charsmap = std::string("\x08\0\0\0\xff\xff\xff\xff\x01\0\0\0x", 13); },

@@ -1,0 +1,71 @@
+// Fuzzes the JSONL readers users feed genperf. The first byte picks the reader for the rest:
+//   0: multiple-choice tasks (genperf eval mc): {"context", "choices", "gold"} a line;
+//   1, 2: prompt/response fine-tuning records (genperf finetune), 2 cutting long records;
+//   3: a model's config.json (read_hf_config).
+// Each reads a file, as users give them. Every outcome is a value or a genperf::Error.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fuzz_common.h"
+#include "genperf/checkpoint.h"
+#include "genperf/error.h"
+#include "genperf/eval.h"
+#include "genperf/json.h"
+#include "genperf/tokenizer.h"
+#include "genperf/train_data.h"
+
+namespace {
+
+// A byte-level BPE over the 256 byte tokens with a few merges and an end-of-text token.
+const genperf::Tokenizer& tokenizer() {
+  static const std::unique_ptr<genperf::Tokenizer> tok = [] {
+    genperf::TokenizerVocab v;
+    v.model = "gpt2";
+    v.pre = "default";
+    // GPT-2's byte-to-character map: printable bytes stand for themselves, the rest from U+0100 on.
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      const int cp = printable ? b : next++;
+      std::string s;
+      if (cp < 0x80) {
+        s += char(cp);
+      } else {
+        s += char(0xC0 | (cp >> 6));
+        s += char(0x80 | (cp & 0x3F));
+      }
+      v.tokens.push_back(s);
+    }
+    v.merges = {"t h", "th e", "\xc4\xa0 t", "a n"};
+    for (const auto& m : v.merges) v.tokens.push_back(m.substr(0, m.find(' ')) + m.substr(m.find(' ') + 1));
+    v.tokens.push_back("<|endoftext|>");
+    v.token_types.assign(v.tokens.size(), 1);
+    v.token_types.back() = 3;
+    v.bos_id = v.eos_id = int32_t(v.tokens.size() - 1);
+    v.add_bos = false;
+    return genperf::tokenizer_from_vocab(v, "fuzz-tokenizer");
+  }();
+  return *tok;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const int mode = data[0] % 4;
+  const std::string path = genperf_fuzz::scratch_file(data + 1, size - 1, mode == 3 ? ".json" : ".jsonl");
+  try {
+    if (mode == 0) {
+      (void)genperf::read_mc_tasks(path);
+    } else if (mode == 3) {
+      (void)genperf::read_hf_config(path);
+    } else {
+      const auto seqs = genperf::read_prompt_response(tokenizer(), path, 32, mode == 2);
+      (void)seqs;
+    }
+  } catch (const genperf::Error&) {
+  }
+  return 0;
+}
