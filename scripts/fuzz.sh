@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint hf)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -175,6 +175,37 @@ def model(quant, tied):
     return gguf(keys, t)
 put("checkpoint", "seed0", model("q8_0", False))
 put("checkpoint", "seed1", model("q4_0", True))
+# A Hugging Face directory (fuzz_hf: a 2-byte length, config.json, then model.safetensors): the
+# same one-layer shape in BF16, in genperf's Q8_0 blocks (safetensors metadata), and in FP8 with
+# per-channel scales.
+hf_cfg = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_size": 32,
+                     "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 32,
+                     "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                     "tie_word_embeddings": False, "torch_dtype": "bfloat16"}).encode()
+def bf16(n): return b"".join(struct.pack("<H", 0x3C00 + rng.randrange(256)) for _ in range(n))  # about 0.01
+hf_mats = [("model.layers.0.self_attn.q_proj.weight", 32), ("model.layers.0.self_attn.k_proj.weight", 16),
+           ("model.layers.0.self_attn.v_proj.weight", 16), ("model.layers.0.self_attn.o_proj.weight", 32),
+           ("model.layers.0.mlp.gate_proj.weight", 32), ("model.layers.0.mlp.up_proj.weight", 32),
+           ("model.layers.0.mlp.down_proj.weight", 32), ("lm_head.weight", 32)]
+hf_norms = [("model.layers.0.input_layernorm.weight", "F32", [32], struct.pack("<32f", *[1.0] * 32)),
+            ("model.layers.0.post_attention_layernorm.weight", "F32", [32], struct.pack("<32f", *[1.0] * 32)),
+            ("model.norm.weight", "F32", [32], struct.pack("<32f", *[1.0] * 32)),
+            ("model.embed_tokens.weight", "BF16", [32, 32], bf16(32 * 32))]
+def hf(kind):
+    tensors, meta = list(hf_norms), {"format": "pt"}
+    for name, rows in hf_mats:
+        if kind == "bf16":
+            tensors.append((name, "BF16", [rows, 32], bf16(rows * 32)))
+        elif kind == "q8_0":
+            tensors.append((name, "U8", [rows, 34], q8_rows(rows, 32)))
+            meta["genperf.quant." + name] = "q8_0 %d 32" % rows
+        else:
+            tensors.append((name, "F8_E4M3", [rows, 32], bytes(rng.randrange(0x30, 0x48) | rng.randrange(2) << 7
+                                                              for _ in range(rows * 32))))
+            tensors.append((name + "_scale", "F32", [rows, 1], struct.pack("<%df" % rows, *[0.01] * rows)))
+    return struct.pack("<H", len(hf_cfg)) + hf_cfg + safetensors(tensors, meta)
+for i, kind in enumerate(["bf16", "q8_0", "f8"]):
+    put("hf", "seed%d" % i, hf(kind))
 PY
 
 mkdir -p build-fuzz/artifacts
@@ -182,6 +213,6 @@ for t in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$t
   mkdir -p "$corpus"
   echo "== fuzz_$t for ${secs}s" >&2
-  build-fuzz/fuzz/fuzz_$t -max_total_time="$secs" -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+  build-fuzz/fuzz/fuzz_$t -max_total_time="$secs" -rss_limit_mb=2048 -max_len=32768 -print_final_stats=1 \
     -artifact_prefix="build-fuzz/artifacts/$t-" "$corpus" "build-fuzz/seeds/$t"
 done
