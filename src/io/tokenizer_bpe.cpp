@@ -45,7 +45,8 @@ enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined
 // every gap between matches.
 class SplitRegex {
  public:
-  SplitRegex(const std::string& pattern, bool literal, const std::string& source) : pattern_(pattern) {
+  SplitRegex(const std::string& pattern, bool literal, const std::string& source)
+      : pattern_(pattern), source_(source) {
     // PCRE2_LITERAL admits UTF options but not UCP.
     const uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     int err = 0;
@@ -73,7 +74,12 @@ class SplitRegex {
     while (pos < text.size()) {
       const int rc = pcre2_match(code_, subject, text.size(), pos, 0, md, nullptr);
       if (rc == PCRE2_ERROR_NOMATCH) break;
-      GP_CHECK(rc >= 0, "[tokenizer] regex match failed with PCRE2 error ", rc, " (pattern ", pattern_, ")");
+      if (rc < 0) {  // e.g. PCRE2's match limit, reached by a pattern that backtracks without end
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        fail("[tokenizer] ", source_, ": pre-tokenizer regex failed to match: ", reinterpret_cast<const char*>(msg),
+             " (PCRE2 error ", rc, ", pattern ", pattern_, ")");
+      }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const size_t start = ov[0], end = ov[1];
       if (end == start) {  // an empty match is no piece; step over one character
@@ -90,6 +96,7 @@ class SplitRegex {
 
  private:
   std::string pattern_;
+  std::string source_;  // the file the pattern came from, for errors
   pcre2_code* code_ = nullptr;
 };
 

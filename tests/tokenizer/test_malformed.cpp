@@ -125,6 +125,18 @@ TEST(TokenizerErrors, MalformedTokenizerJson) {
   }, "'<s>' is not in the vocabulary");
 }
 
+// A pattern that backtracks without end loads, but encoding stops at PCRE2's match limit with an
+// error naming the file, instead of running for hours.
+TEST(TokenizerErrors, RunawayRegexIsAnError) {
+  TempDir dir;
+  Json j = tiny_bpe_json();
+  j["pre_tokenizer"]["pretokenizers"].as_array()[0]["pattern"] = Json::Object{{"Regex", "(a|a)+$"}};
+  const std::string path = write_json(dir, j);
+  const auto tok = load_bpe_json(path);
+  EXPECT_EQ(tok->encode("aa", false).size(), 2u);  // short text: matched in full
+  expect_error([&] { tok->encode(std::string(64, 'a') + "!", false); }, path, "match limit");
+}
+
 TEST(TokenizerErrors, MalformedModelDirectory) {
   TempDir dir;
   expect_error([&] { load_tokenizer_dir(dir.file("nothing")); }, dir.file("nothing"), "not a directory");
