@@ -139,6 +139,21 @@ cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 32, "intermediate_s
        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                         "original_max_position_embeddings": 64}}
 put("jsonl", "seed3", b"\3" + json.dumps(cfg).encode())
+# A sensitivity map as `genperf sensitivity` writes it: 4 tensors x 3 formats.
+sm_tensors = [("model.embed_tokens.weight", -1, "embed", 1024), ("model.layers.0.self_attn.q_proj.weight", 0, "q", 1024),
+              ("model.layers.0.mlp.down_proj.weight", 0, "down", 2048), ("lm_head.weight", -1, "head", 1024)]
+sm_formats = [("q2_k", 2.625), ("q4_k", 4.5), ("q8_0", 8.5)]
+sm = {"kind": "genperf-sensitivity", "version": 1, "model": "m", "calib": "c.txt", "method": "imatrix", "ctx": 128,
+      "tokens": 512, "reference_nll": 3.5, "reference_ppl": 33.1, "formats": [f for f, _ in sm_formats], "measured": True,
+      "anchor": "", "total_source_bytes": 2 * 5120 + 256, "quantizable_elements": 5120,
+      "correlation": {"measure": "spearman(proxy, kl)", "all": 0.8, "by_format": {f: 0.7 for f, _ in sm_formats}},
+      "seconds": 1.5, "notes": [],
+      "tensors": [{"name": n, "layer": l, "kind": k, "elements": e, "source_dtype": "bf16", "source_bytes": 2 * e}
+                  for n, l, k, e in sm_tensors],
+      "entries": [{"tensor": n, "layer": l, "kind": k, "format": f, "bpw": b, "bytes": int(e * b / 8),
+                   "kl": 0.1 / b ** 3 * (i + 1), "dloss": 0.01 / b, "proxy": 0.2 / b ** 3, "measured": True}
+                  for i, (n, l, k, e) in enumerate(sm_tensors) for f, b in sm_formats]}
+put("jsonl", "seed4", b"\4" + json.dumps(sm, indent=1).encode())
 
 # A whole model (fuzz_checkpoint): a one-layer llama GGUF, d = 32, 2 heads of 16 (one KV head),
 # FFN 32, a 32-token SentencePiece vocabulary; Q8_0 or Q4_0 matrices, F32 norms.

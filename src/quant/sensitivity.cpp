@@ -593,28 +593,59 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
   m.seconds = j.at("seconds").as_number();
   for (const Json& f : j.at("formats").as_array()) m.formats.push_back(parse_dtype(f.as_string()));
   for (const Json& n : j.at("notes").as_array()) m.notes.push_back(n.as_string());
+  // The map feeds the allocation and the writers, which take it as measure_sensitivity makes it:
+  // check what they rely on, so that a damaged or hand-edited file is an error naming it.
+  auto check = [&](bool ok, const auto&... what) { GP_CHECK(ok, "[sensitivity] ", path, ": ", what...); };
+  check(m.ctx >= 0 && m.tokens >= 0, "ctx ", m.ctx, " and tokens ", m.tokens, " must not be negative");
+  check(!m.formats.empty(), "no formats");
+  for (size_t i = 0; i < m.formats.size(); ++i)
+    for (size_t k = 0; k < i; ++k) check(m.formats[i] != m.formats[k], "format ", dtype_name(m.formats[i]), " listed twice");
+  std::set<std::string> names;
+  std::set<std::pair<int, std::string>> places;
+  int64_t source_bytes = 0;
   for (const Json& t : j.at("tensors").as_array()) {
     SensitivityTensor st;
     st.name = t.at("name").as_string();
-    st.layer = int(t.at("layer").as_int());
+    const int64_t layer = t.at("layer").as_int();
     st.kind = t.at("kind").as_string();
     st.elements = t.at("elements").as_int();
     st.source_dtype = parse_dtype(t.at("source_dtype").as_string());
     st.source_bytes = t.at("source_bytes").as_int();
-    GP_CHECK(st.elements > 0 && st.source_bytes > 0, "[sensitivity] ", path, ": tensor ", st.name, " has no size");
+    check(st.elements > 0 && st.source_bytes > 0, "tensor ", st.name, " has no size");
+    check(st.source_bytes <= (int64_t(1) << 50) - source_bytes, "tensor ", st.name, " has ", st.source_bytes,
+          " bytes, more than any model");
+    source_bytes += st.source_bytes;
+    check(st.elements <= st.source_bytes * 8, "tensor ", st.name, " has ", st.elements, " elements in ",
+          st.source_bytes, " bytes");
+    const bool outside = st.kind == "embed" || st.kind == "head";
+    check(outside ? layer == -1 : layer >= 0 && layer < (1 << 20), "tensor ", st.name, " of kind '", st.kind,
+          "' has layer ", layer, outside ? " (the embedding and the head have -1)" : " (expected 0 to 1048575)");
+    st.layer = int(layer);
+    check(names.insert(st.name).second, "tensor ", st.name, " listed twice");
+    check(places.insert({st.layer, st.kind}).second, "two tensors of kind '", st.kind, "' in layer ", st.layer);
     m.tensors.push_back(st);
   }
+  check(m.total_source_bytes >= source_bytes, "total_source_bytes ", m.total_source_bytes,
+        " is less than its quantizable tensors' ", source_bytes);
+  std::set<std::pair<std::string, DType>> seen;
   for (const Json& x : j.at("entries").as_array()) {
     SensitivityEntry e;
     e.tensor = x.at("tensor").as_string();
-    GP_CHECK(m.find_tensor(e.tensor), "[sensitivity] ", path, ": entry for unknown tensor ", e.tensor);
+    const SensitivityTensor* t = m.find_tensor(e.tensor);
+    check(t, "entry for unknown tensor ", e.tensor);
     e.format = parse_dtype(x.at("format").as_string());
+    const std::string what = cat("entry ", e.tensor, " ", dtype_name(e.format));
+    check(std::find(m.formats.begin(), m.formats.end(), e.format) != m.formats.end(), what, ": format not in \"formats\"");
+    check(seen.insert({e.tensor, e.format}).second, what, " listed twice");
     e.bytes = x.at("bytes").as_int();
     e.bpw = x.at("bpw").as_number();
     e.kl = jget(x.at("kl"));
     e.dloss = jget(x.at("dloss"));
     e.proxy = jget(x.at("proxy"));
     e.measured = x.at("measured").as_bool();
+    check(e.bytes > 0 && e.bytes <= t->source_bytes * 8, what, " has ", e.bytes, " bytes (tensor of ", t->source_bytes,
+          " source bytes)");
+    check(std::isfinite(e.bpw) && e.bpw > 0, what, " has bpw ", e.bpw);
     m.entries.push_back(e);
   }
   const Json& c = j.at("correlation");

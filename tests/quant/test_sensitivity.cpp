@@ -288,6 +288,43 @@ TEST(Sensitivity, FilesWrittenAtomicallyAndReadBack) {
   // Not a sensitivity map: a clear error.
   write_file_atomic(tmp / "other.json", "{\"kind\": \"something\"}");
   EXPECT_THROW(read_sensitivity_json(tmp / "other.json"), Error);
+
+  // A damaged map: an error naming the file and what is wrong, before the allocation or the
+  // writers see it (a head placed in a layer once threw std::out_of_range from the SVG writer).
+  const Json good = Json::parse_file(prefix + ".json");
+  auto broken = [&](auto&& edit, const std::string& detail) {
+    Json j = good;
+    edit(j);
+    const std::string bad = tmp / "bad.json";
+    write_file_atomic(bad, j.dump());
+    try {
+      read_sensitivity_json(bad);
+      ADD_FAILURE() << "no error; expected '" << detail << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(detail), std::string::npos) << e.what();
+    }
+  };
+  auto tensor = [](Json& j, const std::string& kind) -> Json& {
+    for (Json& t : j["tensors"].as_array())
+      if (t["kind"].as_string() == kind) return t;
+    throw std::runtime_error("no tensor of kind " + kind);
+  };
+  broken([&](Json& j) { tensor(j, "embed")["layer"] = 3; }, "has layer 3");
+  broken([&](Json& j) { tensor(j, "q")["layer"] = -1; }, "has layer -1");
+  broken([&](Json& j) { tensor(j, "q")["layer"] = int64_t(1) << 40; }, "expected 0 to");
+  broken([&](Json& j) { tensor(j, "k")["kind"] = "q"; }, "two tensors of kind 'q'");
+  broken([&](Json& j) { j["tensors"].push_back(j["tensors"].as_array()[0]); }, "listed twice");
+  broken([&](Json& j) { tensor(j, "v")["source_bytes"] = int64_t(1) << 60; }, "more than any model");
+  broken([&](Json& j) { tensor(j, "v")["elements"] = int64_t(1) << 40; }, "elements in");
+  broken([&](Json& j) { j["total_source_bytes"] = 1; }, "total_source_bytes 1");
+  broken([&](Json& j) { j["formats"] = Json::Array{}; }, "no formats");
+  broken([&](Json& j) { j["formats"].push_back(j["formats"].as_array()[0]); }, "listed twice");
+  broken([&](Json& j) { j["formats"].as_array().pop_back(); }, "format not in");
+  broken([&](Json& j) { j["entries"].push_back(j["entries"].as_array()[0]); }, "listed twice");
+  broken([&](Json& j) { j["entries"].as_array()[0]["bytes"] = 0; }, "has 0 bytes");
+  broken([&](Json& j) { j["entries"].as_array()[0]["bpw"] = -4.5; }, "bpw -4.5");
+  broken([&](Json& j) { j["ctx"] = -1; }, "must not be negative");
 }
 
 TEST(Sensitivity, AnchoredMapMeasuresOneFormatPerTensor) {
