@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint hf)
+[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint hf train)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -222,6 +222,11 @@ def hf(kind):
 for i, kind in enumerate(["bf16", "q8_0", "f8"]):
     put("hf", "seed%d" % i, hf(kind))
 PY
+
+# genperf's own training files (a LoRA adapter, a trainer state) are written by genperf's writers.
+if [[ " ${targets[*]} " == *" train "* ]]; then
+  GENPERF_FUZZ_SEEDS=build-fuzz/seeds/train build-fuzz/fuzz/fuzz_train -runs=0 >/dev/null 2>&1
+fi
 
 mkdir -p build-fuzz/artifacts
 for t in "${targets[@]}"; do
