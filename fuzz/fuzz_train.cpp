@@ -22,21 +22,8 @@
 
 namespace {
 
-genperf::LlamaConfig tiny_config() {
-  genperf::LlamaConfig c;
-  c.vocab_size = 40;
-  c.hidden_size = 32;
-  c.intermediate_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.bos_token_ids = {1};
-  c.eos_token_ids = {2};
-  return c;
-}
+// The built-in tiny shape: d 64, 2 layers, 4 heads (2 KV), vocabulary 256.
+genperf::LlamaConfig tiny_config() { return genperf::preset_config("tiny"); }
 
 genperf::LoraConfig tiny_lora() {
   genperf::LoraConfig l;
