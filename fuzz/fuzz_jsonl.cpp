@@ -18,6 +18,7 @@
 #include "genperf/sensitivity.h"
 #include "genperf/tokenizer.h"
 #include "genperf/train_data.h"
+#include "io/unicode.h"
 
 namespace {
 
@@ -27,18 +28,9 @@ const genperf::Tokenizer& tokenizer() {
     genperf::TokenizerVocab v;
     v.model = "gpt2";
     v.pre = "default";
-    // GPT-2's byte-to-character map: printable bytes stand for themselves, the rest from U+0100 on.
-    int next = 256;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-      const int cp = printable ? b : next++;
+    for (int b = 0; b < 256; ++b) {  // GPT-2's byte-to-character map
       std::string s;
-      if (cp < 0x80) {
-        s += char(cp);
-      } else {
-        s += char(0xC0 | (cp >> 6));
-        s += char(0x80 | (cp & 0x3F));
-      }
+      genperf::unicode::append_utf8(s, genperf::unicode::byte_to_code_point(uint8_t(b)));
       v.tokens.push_back(s);
     }
     v.merges = {"t h", "th e", "\xc4\xa0 t", "a n"};
