@@ -485,6 +485,44 @@ TEST(QuantizeCli, AutoRecipeMeetsTheBudget) {
   EXPECT_LE(j.at("bpw").as_number(), 6.0 + 1e-9);
   EXPECT_GT(j.at("bpw").as_number(), 4.0);
   EXPECT_TRUE(fs::exists(m.dir / "a.gguf"));
+  // Predicted and achieved: the proxy allocates, the KL is scored on the windows it was computed on.
+  const Json& al = j.at("allocation");
+  EXPECT_NEAR(al.at("predicted_bpw").as_number(), j.at("bpw").as_number(), 1e-9);
+  EXPECT_EQ(al.at("predicted_total_bytes").as_int(), j.at("total_bytes").as_int());
+  EXPECT_NE(al.find("predicted_proxy"), nullptr);
+  EXPECT_GT(al.at("kl").as_number(), 0.0);
+  EXPECT_EQ(al.at("kl_tokens").as_int(), 600);
+  EXPECT_EQ(al.at("kl_ctx").as_int(), 64);
+}
+
+// With a map from `genperf sensitivity`, the achieved KL is scored on the map's windows, where the
+// prediction was measured, and tracks it; without --calib the output says how to measure it.
+TEST(QuantizeCli, AutoRecipeReportsPredictedAndAchievedKl) {
+  CliModel m;
+  const CmdResult s = gp("sensitivity --model " + m.model + " --calib " + m.text + " --out " + (m.dir / "map") +
+                         " --formats q4_0,q8_0 --ctx 48 --tokens 480 --json", m.dir);
+  ASSERT_EQ(s.code, 0) << s.err;
+  const std::string base = "quantize --model " + m.model + " --recipe auto --target-bpw 6.5 --sensitivity " +
+                           (m.dir / "map.json") + " --json";
+  const CmdResult r = gp(base + " --out " + (m.dir / "a.gguf") + " --calib " + m.text, m.dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json al = Json::parse(r.out).at("allocation");
+  EXPECT_EQ(al.at("kl_tokens").as_int(), 480);
+  EXPECT_EQ(al.at("kl_ctx").as_int(), 48);
+  const double predicted = al.at("predicted_kl").as_number(), achieved = al.at("kl").as_number();
+  std::printf("predicted KL %.6g achieved %.6g\n", predicted, achieved);
+  EXPECT_GT(predicted, 0.0);
+  EXPECT_NEAR(al.at("achieved_over_predicted_kl").as_number(), achieved / predicted, 1e-12);
+  EXPECT_GT(achieved / predicted, 0.5);  // single-tensor KLs add up to about the whole's
+  EXPECT_LT(achieved / predicted, 2.0);
+  EXPECT_EQ(al.find("kl_note"), nullptr) << al.dump(0);
+
+  const CmdResult n = gp(base + " --out " + (m.dir / "b.gguf"), m.dir);
+  ASSERT_EQ(n.code, 0) << n.err;
+  const Json bl = Json::parse(n.out).at("allocation");
+  EXPECT_EQ(bl.find("kl"), nullptr);
+  EXPECT_NE(bl.at("kl_note").as_string().find("give --calib FILE"), std::string::npos) << bl.dump(0);
+  EXPECT_NEAR(bl.at("predicted_kl").as_number(), predicted, 1e-15);
 }
 
 TEST(QuantizeCli, BadInputGivesClearErrors) {

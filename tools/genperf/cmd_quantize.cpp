@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "common.h"
 #include "genperf/checkpoint.h"
@@ -44,14 +45,26 @@ void check_output(const std::string& out, const Checkpoint& ck, const QuantPlan&
 }
 
 // --recipe auto: the allocation of sensitivity.h under the one budget given, on a map read from
-// --sensitivity or measured here on --calib.
-QuantPlan auto_plan(const Args& a, const Checkpoint& ck, const QuantizeOptions& o, bool json,
-                    std::vector<std::string>& notes) {
+// --sensitivity or measured here on --calib. With calibration text, `ref` is left holding the
+// windows on which the achieved KL is scored after quantization: those the map was measured on
+// (as far as the text given has them), so that achieved and predicted KL compare.
+struct AutoPlan {
+  QuantPlan plan;
+  AllocationReport report;
+  bool proxy = false;
+  std::optional<CalibrationReference> ref;
+  std::string ref_note;  // why there is no ref, or how its windows differ from the map's
+};
+
+AutoPlan auto_plan(const Args& a, const Checkpoint& ck, const QuantizeOptions& o, bool json,
+                   std::vector<std::string>& notes) {
   const int budgets = int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl"));
   GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
   const Budget b = a.has("target-bpw")    ? Budget::bpw(a.number("target-bpw"))
                    : a.has("target-size") ? Budget::bytes(a.number("target-size"))
                                           : Budget::max_kl(a.number("max-kl"));
+  AutoPlan r;
+  r.proxy = a.flag("proxy");
   SensitivityMap m;
   if (a.has("sensitivity")) {
     m = read_sensitivity_json(a.str("sensitivity"));
@@ -63,23 +76,50 @@ QuantPlan auto_plan(const Args& a, const Checkpoint& ck, const QuantizeOptions& 
     co.max_tokens = a.integer("calib-tokens");
     co.source = a.str("calib");
     co.progress = !json;
-    const CalibrationReference ref(ck, read_text_file(co.source), co);
+    r.ref.emplace(ck, read_text_file(co.source), co);
     SensitivityOptions so;
     so.quant = o;
-    so.measure = !a.flag("proxy");
+    so.measure = !r.proxy;
     so.progress = !json;
-    m = measure_sensitivity(ck, ref, so);
+    m = measure_sensitivity(ck, *r.ref, so);
   }
   for (const SensitivityTensor& t : m.tensors)
     GP_CHECK(ck.tensors.count(t.name) && ck.tensors.at(t.name).numel() == t.elements, "[quantize] the sensitivity map (",
              m.model, ") does not describe ", ck.source, ": tensor ", t.name, " differs or is missing");
   AllocationOptions ao;
-  ao.use_proxy = a.flag("proxy");
-  AllocationReport report;
-  const QuantPlan plan = plan_for_budget(m, b, &report, ao);
+  ao.use_proxy = r.proxy;
+  r.plan = plan_for_budget(m, b, &r.report, ao);
   notes.insert(notes.end(), m.notes.begin(), m.notes.end());
-  notes.push_back("allocation: " + report.summary());
-  return plan;
+  notes.push_back("allocation: " + r.report.summary());
+
+  if (!r.ref && a.has("calib") && ck.tokenizer) {
+    // The map's windows: its ctx, and its token count where the text has that many.
+    const std::string file = a.str("calib");
+    const std::vector<int32_t> ids = ck.tokenizer->encode(read_text_file(file), false);
+    CalibrationOptions co;
+    co.ctx = m.ctx > 0 ? m.ctx : a.integer("ctx");
+    co.source = file;
+    if (int64_t(ids.size()) < co.ctx) {
+      r.ref_note = cat(file, " has ", ids.size(), " tokens, fewer than one window of the map's ", co.ctx);
+    } else {
+      co.max_tokens = m.tokens > 0 ? std::min<int64_t>(m.tokens, int64_t(ids.size())) : 0;
+      if (co.max_tokens >= co.ctx || co.max_tokens == 0) {
+        r.ref.emplace(ck, ids, ck.tokenizer->bos_id(), co);
+        if (m.tokens > 0 && int64_t(ids.size()) < m.tokens)
+          r.ref_note = cat("on ", r.ref->tokens(), " tokens of ", file, ", fewer than the map's ", m.tokens);
+      } else {
+        r.ref_note = cat(file, " has fewer tokens than one window of the map's ", co.ctx);
+      }
+    }
+  } else if (!r.ref) {
+    r.ref_note = cat("give --calib FILE to measure it", m.calib.empty() ? "" : ", the map's calibration text was " + m.calib);
+  }
+  if (m.method != quant_method_name(o.method)) {
+    const std::string differs = cat("the map was measured with ", m.method, ", this model quantized with ",
+                                    quant_method_name(o.method));
+    r.ref_note = r.ref_note.empty() ? differs : r.ref_note + "; " + differs;
+  }
+  return r;
 }
 
 }  // namespace
@@ -97,7 +137,8 @@ int cmd_quantize(int argc, char** argv) {
            false, true},
           {"proxy", "auto: allocate by the activation-weighted error proxy instead of measured KL", "", true},
           {"method", "rtn (round to nearest), imatrix (weighted by activation statistics) or gptq", "rtn"},
-          {"calib", "calibration text for imatrix and gptq", "", false, true},
+          {"calib", "calibration text for imatrix and gptq; auto: measures the map (without --sensitivity) and the "
+                    "achieved KL", "", false, true},
           {"calib-tokens", "calibration tokens to use (the text must have this many)", "4096"},
           {"ctx", "tokens per calibration window", "512"},
           {"gptq-block", "GPTQ lazy-batch width in columns", "128"},
@@ -115,7 +156,9 @@ int cmd_quantize(int argc, char** argv) {
   QuantizeOptions o;
   o.method = parse_quant_method(a.str("method"));
   std::vector<std::string> notes;
-  const QuantPlan plan = recipe == "auto" ? auto_plan(a, ck, o, json, notes) : recipe_plan(ck, recipe, &notes);
+  std::optional<AutoPlan> autop;
+  if (recipe == "auto") autop.emplace(auto_plan(a, ck, o, json, notes));
+  const QuantPlan plan = autop ? autop->plan : recipe_plan(ck, recipe, &notes);
   check_output(out, ck, plan);
 
   o.gptq_block = a.integer("gptq-block");
@@ -153,6 +196,27 @@ int cmd_quantize(int argc, char** argv) {
   save_quantized(out, q);
 
   const SizeReport before = size_report(ck), after = size_report(q);
+  // --recipe auto: what the allocation predicted against what the quantized model achieves.
+  Json allocation;
+  std::optional<CalibrationScore> achieved;
+  double score_s = 0;
+  if (autop) {
+    const AllocationReport& rp = autop->report;
+    allocation = Json::Object{{"predicted_bpw", rp.bpw}, {"predicted_total_bytes", rp.total_bytes},
+                              {autop->proxy ? "predicted_proxy" : "predicted_kl", rp.predicted}};
+    if (autop->ref) {
+      const auto t1 = std::chrono::steady_clock::now();
+      achieved = autop->ref->score(q);
+      score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      allocation["kl"] = achieved->kl;
+      allocation["dloss"] = achieved->dloss;
+      allocation["top1"] = achieved->top1;
+      allocation["kl_tokens"] = achieved->tokens;
+      allocation["kl_ctx"] = autop->ref->ctx();
+      if (!autop->proxy) allocation["achieved_over_predicted_kl"] = achieved->kl / rp.predicted;
+    }
+    if (!autop->ref_note.empty()) allocation["kl_note"] = autop->ref_note;
+  }
   Json tensors = Json::Object{};
   std::map<std::string, int64_t> counts;
   for (const std::string& name : quantizable_tensors(q)) {
@@ -179,6 +243,7 @@ int cmd_quantize(int argc, char** argv) {
                             {"total_bytes", after.total_bytes},
                             {"source_total_bytes", before.total_bytes},
                             {"compression_vs_bf16", after.compression_vs_bf16()},
+                            {"allocation", std::move(allocation)},
                             {"seconds", seconds}});
     return 0;
   }
@@ -197,6 +262,22 @@ int cmd_quantize(int argc, char** argv) {
               "(%.2f MB before), %.2fx smaller than bf16\n",
               after.bpw, before.bpw, double(after.total_bytes) / 1e6, double(before.total_bytes) / 1e6,
               after.compression_vs_bf16());
+  if (autop) {
+    const AllocationReport& rp = autop->report;
+    std::printf("predicted: %.3f bpw, %.3f MB, %s %.5g\n", rp.bpw, double(rp.total_bytes) / 1e6,
+                autop->proxy ? "proxy" : "KL", rp.predicted);
+    std::printf("achieved:  %.3f bpw, %.3f MB, ", after.bpw, double(after.total_bytes) / 1e6);
+    if (achieved) {
+      std::printf("KL %.5g (dloss %+.5g, top-1 %.4f) on %lld calibration tokens in windows of %lld, %.1f s",
+                  achieved->kl, achieved->dloss, achieved->top1, (long long)achieved->tokens,
+                  (long long)autop->ref->ctx(), score_s);
+      if (!autop->proxy) std::printf("; achieved / predicted KL %.2f", achieved->kl / rp.predicted);
+    } else {
+      std::printf("KL not measured");
+    }
+    if (!autop->ref_note.empty()) std::printf(" (%s)", autop->ref_note.c_str());
+    std::printf("\n");
+  }
   std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
 }
