@@ -71,6 +71,9 @@ class LlamaModel {
   RopeStyle rope_style() const { return rope_style_; }
   const std::string& source() const { return source_; }
   DType weight_dtype() const { return layers_.front().wq.dtype(); }
+  // The matrices' types: "q4_k" when they share one, else "mixed: 20 q4_k, 16 q3_k, ..." (most
+  // frequent first), counting the embedding, the head (once when tied) and every layer's matrices.
+  std::string weight_types() const;
   size_t weight_bytes() const;
   size_t weight_bytes_of(const std::string& name) const;  // 0 when absent
   MemoryAccount memory(const Session& s) const;

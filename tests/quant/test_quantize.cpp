@@ -516,6 +516,14 @@ TEST(QuantizeCli, AutoRecipeReportsPredictedAndAchievedKl) {
   EXPECT_GT(achieved / predicted, 0.5);  // single-tensor KLs add up to about the whole's
   EXPECT_LT(achieved / predicted, 2.0);
   EXPECT_EQ(al.find("kl_note"), nullptr) << al.dump(0);
+  // info names the mix: every matrix of the tiny model is quantizable, so the counts are quantize's.
+  const Json fc = Json::parse(r.out).at("format_counts");
+  ASSERT_EQ(fc.as_object().size(), 2u) << fc.dump(0);
+  const CmdResult info = gp("info --json --model " + (m.dir / "a.gguf"), m.dir);
+  ASSERT_EQ(info.code, 0) << info.err;
+  const int64_t n4 = fc.at("q4_0").as_int(), n8 = fc.at("q8_0").as_int();
+  const std::string mix = n4 >= n8 ? cat("mixed: ", n4, " q4_0, ", n8, " q8_0") : cat("mixed: ", n8, " q8_0, ", n4, " q4_0");
+  EXPECT_EQ(Json::parse(info.out).at("weight_types").as_string(), mix);
 
   const CmdResult n = gp(base + " --out " + (m.dir / "b.gguf"), m.dir);
   ASSERT_EQ(n.code, 0) << n.err;

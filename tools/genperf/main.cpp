@@ -50,7 +50,7 @@ int cmd_generate(int argc, char** argv) {
   const bool json = a.flag("json");
   if (!json) {
     std::fprintf(stderr, "model %s (%s), seed %llu, temperature %g, top-k %d, top-p %g, %d threads\n",
-                 m.source().c_str(), dtype_name(m.weight_dtype()), (unsigned long long)o.seed, o.temperature,
+                 m.source().c_str(), m.weight_types().c_str(), (unsigned long long)o.seed, o.temperature,
                  o.top_k, o.top_p, num_threads());
     std::printf("%s", a.str("prompt").c_str());
     std::fflush(stdout);
@@ -133,7 +133,7 @@ int cmd_eval(int argc, char** argv) {
 
 void print_bench_infer(const Json& r) {
   const Json& p = r.at("provenance");
-  std::printf("model      %s\n", r.at("model").as_string().c_str());
+  std::printf("model      %s (%s)\n", r.at("model").as_string().c_str(), r.at("weight_types").as_string().c_str());
   std::printf("machine    %s | isa %s | %lld threads | commit %s (%s)\n", p.at("cpu").as_string().c_str(),
               p.at("isa_path").as_string().c_str(), (long long)p.at("threads").as_int(),
               p.at("commit").as_string().c_str(), p.at("build_type").as_string().c_str());
@@ -263,6 +263,7 @@ int cmd_bench(int argc, char** argv) {
   Json r = bench_infer(m, o, !a.flag("json"));
   r["model"] = m.source();
   r["weight_dtype"] = dtype_name(m.weight_dtype());
+  r["weight_types"] = m.weight_types();
   r["parameters"] = m.config().num_parameters();
   r["provenance"] = provenance(g_command).to_json();
   if (a.has("out")) write_file_atomic(a.str("out"), r.dump(2) + "\n");
@@ -326,6 +327,7 @@ int cmd_info(int argc, char** argv) {
                         {"architecture", c.architecture},
                         {"parameters", c.num_parameters()},
                         {"weight_dtype", dtype_name(m.weight_dtype())},
+                        {"weight_types", m.weight_types()},
                         {"weights_bytes", int64_t(mem.weights)},
                         {"kv_cache_bytes_per_token", int64_t(mem.kv_cache / size_t(s.capacity()))},
                         {"config", Json::parse(hf_config_json(c))},
@@ -335,7 +337,7 @@ int cmd_info(int argc, char** argv) {
     return 0;
   }
   std::printf("%s\n  %s, %.2fM parameters, %s weights (%.1f MB)\n", m.source().c_str(), c.architecture.c_str(),
-              double(c.num_parameters()) / 1e6, dtype_name(m.weight_dtype()), double(mem.weights) / 1e6);
+              double(c.num_parameters()) / 1e6, m.weight_types().c_str(), double(mem.weights) / 1e6);
   std::printf("  d %lld, %lld layers, %lld heads (%lld kv), head_dim %lld, ffn %lld, vocab %lld, context %lld\n",
               (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.num_attention_heads,
               (long long)c.num_key_value_heads, (long long)c.head_dim, (long long)c.intermediate_size,

@@ -1,6 +1,8 @@
 // Llama-family forward pass over ops/. One call handles T tokens of one sequence: batched
 // prefill when T > 1, decode when T = 1; both append to the session's KV cache.
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "genperf/error.h"
 #include "genperf/llama.h"
@@ -71,6 +73,19 @@ size_t LlamaModel::weight_bytes() const {
   size_t n = 0;
   for (const auto& [name, t] : tensors_) n += t.nbytes();
   return n;
+}
+
+std::string LlamaModel::weight_types() const {
+  std::map<std::string, int> count;
+  for (const auto& [name, t] : tensors_)
+    if (t.ndim() == 2) ++count[dtype_name(t.dtype())];
+  if (count.size() == 1) return count.begin()->first;
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [type, n] : count) order.emplace_back(-n, type);
+  std::sort(order.begin(), order.end());
+  std::string s = "mixed:";
+  for (size_t i = 0; i < order.size(); ++i) s += cat(i ? ", " : " ", -order[i].first, " ", order[i].second);
+  return s;
 }
 
 size_t LlamaModel::weight_bytes_of(const std::string& name) const {
