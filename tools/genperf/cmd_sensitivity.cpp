@@ -124,19 +124,28 @@ int cmd_sensitivity(int argc, char** argv) {
   if (!json) {
     std::printf("model %s, %zu tensors x %zu formats = %zu entries, %.1f s\n", m.model.c_str(), m.tensors.size(),
                 m.formats.size(), m.entries.size(), measure_s);
-    std::printf("%-12s %7s %12s %12s %12s %10s\n", "format", "bpw", "mean KL", "max KL", "mean dloss", "spearman");
+    if (m.measured) {
+      std::printf("%-12s %7s %12s %12s %12s %10s\n", "format", "bpw", "mean KL", "max KL", "mean dloss", "spearman");
+    } else {  // --proxy-only: no KL was measured
+      std::printf("%-12s %7s %12s %12s\n", "format", "bpw", "mean proxy", "max proxy");
+    }
     for (DType f : m.formats) {
-      double s = 0, mx = 0, dl = 0, bpw = 0;
+      double s = 0, mx = 0, dl = 0, bpw = 0, px = 0, pmx = 0;
       int n = 0;
       for (const auto& e : m.entries)
-        if (e.format == f) s += e.kl, dl += e.dloss, mx = std::max(mx, e.kl), bpw = e.bpw, ++n;
+        if (e.format == f)
+          s += e.kl, dl += e.dloss, mx = std::max(mx, e.kl), px += e.proxy, pmx = std::max(pmx, e.proxy), bpw = e.bpw, ++n;
       // (anchored maps: the other formats' figures are estimates)
       if (!n) continue;
+      if (!m.measured) {
+        std::printf("%-12s %7.3f %12.4g %12.4g\n", dtype_name(f), bpw, px / n, pmx);
+        continue;
+      }
       auto it = m.spearman_by_format.find(dtype_name(f));
       std::printf("%-12s %7.3f %12.4g %12.4g %12.4g %10.3f\n", dtype_name(f), bpw, s / n, mx, dl / n,
                   it == m.spearman_by_format.end() ? NAN : it->second);
     }
-    std::printf("Spearman rank correlation of proxy and measured KL, all entries: %.3f\n", m.spearman);
+    if (m.measured) std::printf("Spearman rank correlation of proxy and measured KL, all entries: %.3f\n", m.spearman);
     for (size_t i = 0; i < m.notes.size() && i < 4; ++i) std::printf("note: %s\n", m.notes[i].c_str());
     if (m.notes.size() > 4) std::printf("note: ... and %zu more (in %s.json)\n", m.notes.size() - 4, a.str("out").c_str());
   }
