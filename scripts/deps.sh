@@ -30,9 +30,29 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
-echo "deps: installing ${missing[*]}" >&2
-SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# llama.cpp for the test that runs genperf's GGUF files in it (tests/quant/test_llamacpp.cpp): its
+# prebuilt CPU build as node-llama-cpp ships it, from the npm registry into tools/llamacpp/ (the
+# versions pinned in package-lock.json, which npm leaves as it is; no install scripts run). Needs Node.js >= 20 and npm, which
+# this machine kind provides; where they or the registry are missing the test skips and says why.
+if [ -z "${1:-}" ]; then
+  tool="$(cd "$(dirname "$0")/.." && pwd)/tools/llamacpp"
+  node_major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\).*/\1/p')
+  if [ "$(uname -m)" = x86_64 ] && [ "${node_major:-0}" -ge 20 ] && command -v npm >/dev/null &&
+     [ ! -f "$tool/node_modules/@node-llama-cpp/linux-x64/package.json" ]; then
+    echo "deps: installing node-llama-cpp (llama.cpp's prebuilt CPU build) into tools/llamacpp" >&2
+    log=$(mktemp)
+    if ! (cd "$tool" && npm install --omit=optional --ignore-scripts --no-save --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
+      head -5 "$log" >&2
+      echo "deps: npm could not install node-llama-cpp; the llama.cpp test will skip" >&2
+    fi
+    rm -f "$log"
+  fi
+fi

@@ -43,7 +43,13 @@ void save_hf_checkpoint(const std::string& dir, const LlamaConfig& c,
 
 // Writes a GGUF file (architecture `llama`) from a checkpoint: metadata keys llama.*, tensors
 // renamed to GGUF names, q/k rows permuted to GGUF's rotary layout, and the tokenizer's vocabulary
-// in tokenizer.ggml.* when the checkpoint has one. Tensors keep their types.
+// in tokenizer.ggml.* when the checkpoint has one. Tensors keep their types, but for the 1-D ones
+// (norms, biases), which are written in F32 as llama.cpp expects.
 void save_gguf_checkpoint(const std::string& path, const Checkpoint& ck);
+
+// What llama.cpp will do differently with the GGUF file of this checkpoint (empty when nothing
+// known): its SentencePiece tokenizer applies no normalizer, so a tokenizer.model that removes
+// extra whitespace or maps characters (NFKC) tokenizes such text differently there.
+std::vector<std::string> gguf_llamacpp_notes(const Checkpoint& ck);
 
 }  // namespace genperf

@@ -822,6 +822,21 @@ void save_hf_checkpoint(const std::string& dir, const LlamaConfig& c,
   }
 }
 
+std::vector<std::string> gguf_llamacpp_notes(const Checkpoint& ck) {
+  std::vector<std::string> notes;
+  if (!ck.tokenizer) return notes;
+  const TokenizerVocab v = ck.tokenizer->vocab();
+  if (v.model != "llama" || (!v.remove_extra_whitespaces && v.precompiled_charsmap.empty())) return notes;
+  std::string what = v.remove_extra_whitespaces ? "removes extra whitespace" : "";
+  if (!v.precompiled_charsmap.empty()) what += cat(what.empty() ? "" : " and ", "normalizes characters");
+  notes.push_back(cat("the SentencePiece tokenizer ", what,
+                      " (stored in tokenizer.ggml.*); genperf applies that to the GGUF file too, llama.cpp does not, "
+                      "so there text with runs of spaces, tabs or newlines",
+                      v.precompiled_charsmap.empty() ? "" : " (or characters NFKC changes)",
+                      " tokenizes differently; other text tokenizes alike"));
+  return notes;
+}
+
 void save_gguf_checkpoint(const std::string& path, const Checkpoint& ck) {
   const LlamaConfig& c = ck.config;
   check_config(c, path);
@@ -840,6 +855,10 @@ void save_gguf_checkpoint(const std::string& path, const Checkpoint& ck) {
     const bool is_k = e.name.find("self_attn.k_proj.") != std::string::npos;
     if (permute && (is_q || is_k))
       t = permute_rotary_rows(t, is_q ? c.num_attention_heads : c.num_key_value_heads, c.head_dim, e.name);
+    // Norm weights and biases in F32, as llama.cpp's converter stores them: its CPU backend
+    // multiplies and adds only f32 (or f16) vectors, and aborts on a bf16 norm ("binary_op:
+    // unsupported types"). Exact: every bf16 and f16 value is an f32.
+    if (t.ndim() == 1 && t.dtype() != DType::F32) t = t.to(DType::F32);
     w.add_tensor(translate_name(e.name, true), t);
     written.insert(e.name);
   }

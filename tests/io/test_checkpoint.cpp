@@ -340,10 +340,14 @@ TEST(Checkpoint, GgufSaveLoadPermutesRotaryRows) {
   ASSERT_EQ(ck.tensors.size(), src.tensors.size());
   for (const auto& [name, t] : src.tensors) {
     const bool rotary = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos;
-    if (rotary)
+    if (rotary) {
       expect_rows_permuted(ck.tensors.at(name), t, c.head_dim, name);
-    else
+    } else if (t.ndim() == 1) {  // norms are stored in F32, as llama.cpp needs them: the same values
+      EXPECT_EQ(ck.tensors.at(name).dtype(), DType::F32) << name;
+      EXPECT_TRUE(genperf::testing::same_bytes(ck.tensors.at(name), t.to(DType::F32))) << name;
+    } else {
       EXPECT_TRUE(genperf::testing::same_bytes(ck.tensors.at(name), t)) << name;
+    }
   }
 
   const GgufFile g = GgufFile::open(path);
@@ -387,11 +391,15 @@ TEST(Checkpoint, GgufBiasesAndQwen2) {
   save_gguf_checkpoint(dir / "q.gguf", src);
   const Checkpoint ck = load_checkpoint(dir / "q.gguf");
   expect_config_eq(ck.config, c);
-  for (const char* n : {"model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.k_proj.bias"})
-    expect_rows_permuted(ck.tensors.at(n).view({ck.tensors.at(n).size(0), 1}),
-                         src.tensors.at(n).view({src.tensors.at(n).size(0), 1}), c.head_dim, n);
+  // Biases, bf16 here, are stored in F32 (llama.cpp adds only f32 vectors): the same values.
+  for (const char* n : {"model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.k_proj.bias"}) {
+    EXPECT_EQ(ck.tensors.at(n).dtype(), DType::F32) << n;
+    const Tensor want = src.tensors.at(n).to(DType::F32);
+    expect_rows_permuted(ck.tensors.at(n).view({ck.tensors.at(n).size(0), 1}), want.view({want.size(0), 1}),
+                         c.head_dim, n);
+  }
   EXPECT_TRUE(genperf::testing::same_bytes(ck.tensors.at("model.layers.0.self_attn.v_proj.bias"),
-                                           src.tensors.at("model.layers.0.self_attn.v_proj.bias")));
+                                           src.tensors.at("model.layers.0.self_attn.v_proj.bias").to(DType::F32)));
   EXPECT_EQ(ck.tensors.count("lm_head.weight"), 0u);
 }
 

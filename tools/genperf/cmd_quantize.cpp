@@ -160,6 +160,8 @@ int cmd_quantize(int argc, char** argv) {
   if (recipe == "auto") autop.emplace(auto_plan(a, ck, o, json, notes));
   const QuantPlan plan = autop ? autop->plan : recipe_plan(ck, recipe, &notes);
   check_output(out, ck, plan);
+  if (is_gguf(out))
+    for (const std::string& n : gguf_llamacpp_notes(ck)) notes.push_back(n);
 
   o.gptq_block = a.integer("gptq-block");
   o.gptq_damp = a.number("gptq-damp");

@@ -279,6 +279,7 @@ int cmd_convert(int argc, char** argv) {
   const std::string out = a.str("out");
   if (out.size() > 5 && out.substr(out.size() - 5) == ".gguf") {
     save_gguf_checkpoint(out, ck);
+    for (const std::string& n : gguf_llamacpp_notes(ck)) std::fprintf(stderr, "note: %s\n", n.c_str());
   } else {
     fail("[convert] only conversion to GGUF is supported: name the output *.gguf");
   }
