@@ -197,7 +197,7 @@ void gemv_args(benchmark::internal::Benchmark* b) {
   for (int64_t t : {kBF16, kF16, kF32, kF8E4M3, kF8E5M2})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{32000, 768}, {2048, 768}, {768, 2048}})
       b->Args({t, nk.first, nk.second, 1, 0});
-  for (int64_t t : {kF8E4M3, kF8E5M2})
+  for (int64_t t : {kBF16, kF8E4M3, kF8E5M2})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{11008, 4096}, {4096, 11008}})
       b->Args({t, nk.first, nk.second, 1, 0});
 }
@@ -215,7 +215,7 @@ void qgemv_args(benchmark::internal::Benchmark* b) {
 }
 void qgemv_hot_args(benchmark::internal::Benchmark* b) {
   for (int64_t t :
-       {kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K, kF8E4M3, kF8E5M2})
+       {kF32, kBF16, kQ4_0, kQ4_K, kQ6_K, kQ8_0, kQ4_1, kQ5_0, kQ5_1, kQ5_K, kQ2_K, kQ3_K, kF8E4M3, kF8E5M2})
     for (auto nk : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {128, 4096}})
       for (int64_t packed : {0, 1})
         if (!packed || has_packed_layout(t)) b->Args({t, nk.first, nk.second, 1, packed});

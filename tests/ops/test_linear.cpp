@@ -140,9 +140,11 @@ TEST(Linear, ReferenceMatchesFloat64) {
 TEST(Linear, AllPathsMatchReference) {
   Rng rng(announce_seed(12, "Linear.AllPathsMatchReference"));
   for (DType wt : {DType::F32, DType::BF16, DType::F16})
-    for (int64_t K : {1, 31, 32, 33, 4099})
+    // 129: the single-row GEMV's unrolled steps and a tail; 4096 and 4099: either side of
+    // the longest row it takes row by row (kRowByRowMaxK).
+    for (int64_t K : {1, 31, 32, 33, 129, 4096, 4099})
       for (int64_t T : {1, 2, 3, 17, 64}) {
-        const int64_t N = K == 4099 ? 33 : 67;
+        const int64_t N = K >= 4096 ? 33 : 67;
         run_case(T, K, N, wt, (T + K) % 2 == 0, K == 33, rng);
       }
 }
