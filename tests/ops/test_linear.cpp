@@ -208,8 +208,9 @@ TEST(Linear, ErrorsNameTheOperands) {
 TEST(Linear, BlockFormatsRunFromPackedBlocks) {
   // Block formats run from their packed blocks (test_qlinear.cpp has the details): one row takes
   // the integer GEMV over 8-bit activations (NMSE of their rounding, ~1e-4), rows past the GEMV
-  // threshold the integer GEMM where the level has one (AVX-512), over the same 8-bit
-  // activations, else the GEMM on decoded panels (bf16 where the CPU has AVX512-BF16).
+  // threshold the integer GEMM where the level has one (AVX2, AVX-512), over the same 8-bit
+  // activations, else the GEMM on decoded panels (the scalar level; Q8_0 on AVX-512 without
+  // VNNI, there in bf16 where the CPU has AVX512-BF16).
   Rng rng(announce_seed(16, "Linear.BlockFormatsRunFromPackedBlocks"));
   for (DType wt : {DType::Q8_0, DType::Q4_K})
     for (int64_t T : {int64_t(1), cpu::gemv_max_rows(wt) + 1}) {
@@ -222,7 +223,8 @@ TEST(Linear, BlockFormatsRunFromPackedBlocks) {
       ops::ref::linear(x, w, nullptr, yr);
       y.check_guards("y");
       const bool integer =
-          T == 1 || (isa() == Isa::Avx512 && cpu::qgemm_avx512(wt, cpu_features().avx512_vnni));
+          T == 1 || isa() == Isa::Avx2 ||
+          (isa() == Isa::Avx512 && cpu::qgemm_avx512(wt, cpu_features().avx512_vnni));
       EXPECT_LE(nmse(values(y.view()), values(yr)), integer ? 1e-3 : 1e-5)
           << dtype_name(wt) << " T=" << T;
     }

@@ -70,7 +70,10 @@ std::vector<std::pair<std::string, cpu::QGemvFn>> gemvs(DType wt) {
   std::vector<std::pair<std::string, cpu::QGemvFn>> g = {{"generic", cpu::qgemv_generic(wt)}};
   IsaLevels isas;
   for (Isa l : isas.levels()) {
-    if (l == Isa::Avx2) g.push_back({"avx2", cpu::qgemv_avx2(wt)});
+    if (l == Isa::Avx2) {
+      g.push_back({"avx2", cpu::qgemv_avx2(wt)});
+      g.push_back({"avx2-gemm", cpu::qgemm_avx2(wt)});
+    }
     if (l == Isa::Avx512) {
       const bool vnni = cpu_features().avx512_vnni;
       g.push_back({"avx512", cpu::qgemv_avx512(wt, vnni)});
@@ -613,20 +616,26 @@ TEST(QLinear, VectorizedDequantizationMatchesTheTraitsTable) {
 }
 
 TEST(QLinear, IntegerGemmTilesAndRowRanges) {
-  // The integer GEMM (prefill) against the scalar GEMV: every tail of the 6-row tiles, row
-  // ranges that start and end inside a 32-row panel (the columns outside are left alone), a
-  // ragged last chunk (K = 736: 2 chunks + 7 blocks) and a K of 11008 (43 chunks).
-  if (isa() != Isa::Avx512) GTEST_SKIP() << "needs AVX-512";
+  // The integer GEMMs (prefill) against the scalar GEMV: every tail of the tiles (6 rows on
+  // AVX-512, 2 on AVX2), row ranges that start and end inside a panel (32 rows on AVX-512, 16 on
+  // AVX2; the columns outside are left alone), a ragged last chunk (K = 736: 2 chunks + 7
+  // blocks) and a K of 11008 (43 chunks).
+  IsaLevels isas;
+  if (isas.levels().back() == Isa::Generic) GTEST_SKIP() << "needs AVX2";
   Rng rng(announce_seed(50, "QLinear.IntegerGemmTilesAndRowRanges"));
-  const bool vnni = cpu_features().avx512_vnni;
+  const bool avx512 = isas.levels().back() == Isa::Avx512, vnni = cpu_features().avx512_vnni;
   for (DType wt : kFormats) {
-    for (bool use_vnni : {vnni, false}) {
-      const cpu::QGemvFn f = cpu::qgemm_avx512(wt, use_vnni);
+    std::vector<std::pair<std::string, cpu::QGemvFn>> fns = {{"avx2", cpu::qgemm_avx2(wt)}};
+    if (avx512) {
+      fns.push_back({vnni ? "avx512 vnni" : "avx512", cpu::qgemm_avx512(wt, vnni)});
+      if (vnni) fns.push_back({"avx512 novnni", cpu::qgemm_avx512(wt, false)});
+    }
+    for (const auto& [name, f] : fns) {
       if (!f) continue;
       for (int64_t K : is_k_quant(wt) ? std::vector<int64_t>{768, 11008}
                                       : std::vector<int64_t>{736, 11008}) {
         const int64_t N = 75, T = K > 4096 ? 7 : 19;
-        SCOPED_TRACE(label(wt, T, K, N) + (use_vnni ? " vnni" : " novnni"));
+        SCOPED_TRACE(label(wt, T, K, N) + " " + name);
         const Problem pr(wt, T, K, N, rng);
         const auto& [w, x, b, act, mag, ref] = pr;
         for (int64_t t1 = 1; t1 <= T; t1 += K > 4096 ? 6 : 1) {  // rows [0, t1)

@@ -47,14 +47,18 @@ int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() 
 // The most rows for which block-quantized weights take the integer GEMV rather than the
 // decoded-panel GEMM (gemm_onednn.cpp). GEMV/GEMM time at K=768, N=2048 (one thread, CPU time,
 // Q4_0 Q8_0 Q4_K Q6_K alike): 0.6 at T=8, 0.9-0.96 at 16, 1.1-1.2 at 24.
-// Beyond it, the integer GEMM (qkernels.h) where the level has one (AVX-512), at every T: it
-// beat the decoded panels from T = 8 up to 512 (BM_LinearRows path 2 against 1, K=768, N=2048,
-// one thread, CPU time, Zen 5; GEMV / panels / integer GEMM in us):
+// Beyond it, the integer GEMM (qkernels.h) where the level has one (AVX-512 and AVX2), at every
+// T: it beat the decoded panels from T = 8 up to 512 (BM_LinearRows path 2 against 1, K=768,
+// N=2048, one thread, CPU time, Zen 5; GEMV / panels / integer GEMM in us):
 //   T=16   Q4_0 247/378/253  Q8_0 412/479/402  Q4_K 321/417/321
 //   T=64   Q4_0 930/727/501  Q8_0 1712/904/721  Q4_K 1112/748/521
 //   T=512  Q4_0 8917/4321/2896  Q8_0 13522/4699/3070  Q4_K 9665/4380/2882
 // and Q6_K (two threads, real time, idle machine): T=16 219/263/210, T=64 833/466/396,
 // T=512 6092/2389/2197.
+// On AVX2 (GENPERF_ISA=avx2, two threads, real time) the integer GEMM crosses the GEMV at about
+// T = 12 (Q4_0 126/143 us at T=8, 189/189 at 12, 251/224 at 16; Q4_K 196/201, 209/242,
+// 267/243), so 16 costs it at most 10% over T = 13..16, and beats the panels 1.2x (Q8_0) to
+// 1.7x (Q4_K) at T = 512.
 constexpr int64_t kQuantGemvMaxRows = 16;
 
 // f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
@@ -118,6 +122,7 @@ bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni;
 // packed kernel (which takes any number of rows).
 QGemvFn qgemm_for(const Tensor& w) {
   if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : qgemv_packed_generic(w.dtype());
+  if (isa() == Isa::Avx2) return qgemm_avx2(w.dtype());
   if (isa() != Isa::Avx512) return nullptr;
   return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
 }

@@ -77,9 +77,16 @@ QGemvFn qgemv_avx512(DType wt, bool vnni);
 // The integer GEMM for many activation rows (prefill), under the QGemvFn contract: the same
 // exact integer block sums, scaled in f32 (in another order than the GEMV). Each call unpacks
 // its weight rows once, 32 at a time, into a lane-per-row panel reused by every activation row
-// (qkernels_avx512.cpp). AVX-512 only; null for Q8_0 without VNNI (its flipped bytes would
+// (qkernels_avx512.cpp). Null for Q8_0 on AVX-512 without VNNI (its flipped bytes would
 // saturate vpmaddubsw).
 QGemvFn qgemm_avx512(DType wt, bool vnni);
+// The same in AVX2 (vpmaddubsw + vpmaddwd; panels of 16 rows; Q8_0 through the sign trick).
+QGemvFn qgemm_avx2(DType wt);
+
+// A thread's scratch buffer number `slot` (0 to 3) of at least n bytes, 64-byte aligned; valid
+// until the thread's next call with the same slot. Kept apart from the SIMD files (compiled with
+// their own flags), which share it.
+uint8_t* thread_scratch(int slot, size_t n);
 
 // Weights packed for these kernels (qpack.h: groups of 16 rows interleaved; w is the packed
 // tensor's bytes, ldw its bytes per row, n0 and n1 multiples of 16): the GEMV and the GEMM under

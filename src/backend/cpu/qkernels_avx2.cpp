@@ -1,13 +1,14 @@
-// AVX2 quantized-weight kernels (qkernels.h): activation quantization, the integer GEMV and row
-// dequantization. Bytes multiply with vpmaddubsw (unsigned x signed, pairs summed to int16; no
-// pair of these formats can saturate it: 2 * 63 * 127 for Q6_K, 2 * 128 * 127 for Q8_0 through
-// the sign trick) and vpmaddwd widens to int32. Compiled with -mavx2 -mfma -mf16c.
+// AVX2 quantized-weight kernels (qkernels.h): activation quantization, the integer GEMV and
+// GEMM, and row dequantization. Bytes multiply with vpmaddubsw (unsigned x signed, pairs summed
+// to int16; no pair of these formats can saturate it: 2 * 63 * 127 for Q6_K, 2 * 128 * 127 for
+// Q8_0 through the sign trick) and vpmaddwd widens to int32. Compiled with -mavx2 -mfma -mf16c.
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/qkernels.h"
 
@@ -202,6 +203,135 @@ void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Integer GEMM (prefill, many activation rows): the AVX-512 file's design ("Integer GEMM" in
+// qkernels_avx512.cpp) in 256-bit registers and without VNNI, on panels of 16 weight rows
+// (pack_panel, qkernels_formats.inc). Per 4 k, the activation's 4 bytes broadcast to all lanes
+// meet the two vectors of 8 rows in vpmaddubsw. Its int16 pair sums add up over kSum steps (as
+// many as cannot leave int16: 2 * umax * 127 * kSum <= 32767) before one vpmaddwd widens them
+// into the int32 sums. Q8_0's signed quants take the sign trick, |w| against x * sign(w), one
+// step at a time. Each scale group's int32 sums start at -offset * s (or h), so they are the
+// exact integer block sums of the scalar level, and end in one convert and one FMA by sw * dx.
+
+constexpr int kPanelRows = 16;
+
+template <class F>
+struct GemmFmt : PanelFmt<F> {
+  using PanelFmt<F>::kFold;
+  static constexpr int kShift = F::kOffset != 0 ? offset_shift(F::kOffset) : -1;  // offset = s << kShift
+  // The largest unpacked quant (Q8_0: |w|, up to 128) and the steps whose int16 pair sums
+  // cannot overflow.
+  static constexpr int kUMax = F::kSigned ? 128
+                               : kFold    ? 45
+                               : std::is_same_v<F, FmtQ6_K> ? 63
+                               : std::is_same_v<F, FmtQ3_K> ? 7
+                               : std::is_same_v<F, FmtQ5_0> || std::is_same_v<F, FmtQ5_1> ||
+                                       std::is_same_v<F, FmtQ5_K>
+                                   ? 31
+                                   : 15;
+  static constexpr int kSum = 2 * kUMax * 127 * 4 <= 32767 ? 4 : 2 * kUMax * 127 * 2 <= 32767 ? 2 : 1;
+  static_assert(2 * kUMax * 127 * kSum <= 32767 && (PanelFmt<F>::kGroup / 4) % kSum == 0);
+};
+
+// The vector policy of begin_group and end_group (qkernels_formats.inc): 8 lanes.
+struct QV {
+  using Ri = __m256i;
+  using Rf = __m256;
+  static constexpr int kLanes = 8;
+  static GP_QINLINE Rf load(const float* p) { return _mm256_load_ps(p); }
+  static GP_QINLINE Rf set1(float v) { return _mm256_set1_ps(v); }
+  static GP_QINLINE Ri set1i(int32_t v) { return _mm256_set1_epi32(v); }
+  static GP_QINLINE Rf fma(Rf a, Rf b, Rf c) { return _mm256_fmadd_ps(a, b, c); }
+  static GP_QINLINE Rf mul(Rf a, Rf b) { return _mm256_mul_ps(a, b); }
+  static GP_QINLINE Rf cvt(Ri a) { return _mm256_cvtepi32_ps(a); }
+};
+
+// int16 pair sums of one step: u (unsigned quants, or Q8_0's signed ones) times the activation
+// bytes broadcast in xb.
+template <class F>
+GP_QINLINE __m256i step_pairs(__m256i w, __m256i xb) {
+  if constexpr (F::kSigned)
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w));
+  else
+    return _mm256_maddubs_epi16(w, xb);
+}
+
+// Rows [t0, t0 + TT) of a against the panel; y gets columns [n, n + rows).
+template <class F, int TT>
+GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, int rows,
+                          const float* bias, float* y, size_t ldy) {
+  using G = GemmFmt<F>;
+  constexpr int kSteps = G::kGroup / 4;
+  const int64_t groups = a.Kp / G::kGroup;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2][TT];
+  for (int t = 0; t < TT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+  const int8_t* xq[TT];
+  for (int t = 0; t < TT; ++t) xq[t] = a.qs + (t0 + t) * a.Kp;
+  const uint8_t* wp = p.w;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i ia[2][TT];
+    begin_group<QV, F, G::kShift, TT>(a, t0, g, ia);
+    for (int s = 0; s < kSteps; s += G::kSum) {
+      __m256i m[2][TT];
+      for (int k = 0; k < G::kSum; ++k, wp += 4 * kPanelRows) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp)),
+                      w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
+        for (int t = 0; t < TT; ++t) {
+          int32_t xv;
+          memcpy(&xv, xq[t] + g * G::kGroup + 4 * (s + k), 4);
+          const __m256i xb = _mm256_set1_epi32(xv);
+          const __m256i p0 = step_pairs<F>(w0, xb), p1 = step_pairs<F>(w1, xb);
+          m[0][t] = k == 0 ? p0 : _mm256_add_epi16(m[0][t], p0);
+          m[1][t] = k == 0 ? p1 : _mm256_add_epi16(m[1][t], p1);
+        }
+      }
+      for (int t = 0; t < TT; ++t) {
+        ia[0][t] = _mm256_add_epi32(ia[0][t], _mm256_madd_epi16(m[0][t], ones));
+        ia[1][t] = _mm256_add_epi32(ia[1][t], _mm256_madd_epi16(m[1][t], ones));
+      }
+    }
+    end_group<QV, F, TT>(p, a, t0, g, ia, acc);
+  }
+  // Lanes of rows past `rows` are not stored.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lane),
+                k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - 8), lane);
+  __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+  if (bias) {
+    b0 = _mm256_maskload_ps(bias + n, k0);
+    b1 = _mm256_maskload_ps(bias + n + 8, k1);
+  }
+  for (int t = 0; t < TT; ++t) {
+    float* yr = y + size_t(t0 + t) * ldy + size_t(n);
+    _mm256_maskstore_ps(yr, k0, _mm256_add_ps(acc[0][t], b0));
+    _mm256_maskstore_ps(yr + 8, k1, _mm256_add_ps(acc[1][t], b1));
+  }
+}
+
+// Activation rows per tile: 2 x kTile int32 sums, int16 pair sums and f32 accumulators.
+constexpr int kTile = 3;
+
+template <class F>
+void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
+          const float* bias, float* y, size_t ldy) {
+  using G = GemmFmt<F>;
+  const int64_t Kp = a.Kp, groups = Kp / G::kGroup;
+  const size_t wbytes = size_t(Kp) * kPanelRows, sbytes = size_t(groups) * kPanelRows * 4,
+               mbytes = F::kMin ? size_t(Kp / G::kMinGroup) * kPanelRows * 4 : 0;
+  uint8_t* buf = thread_scratch(0, wbytes + sbytes + mbytes);
+  const Panel p{buf, reinterpret_cast<float*>(buf + wbytes),
+                reinterpret_cast<float*>(buf + wbytes + sbytes)};
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int64_t n = n0; n < n1; n += kPanelRows) {
+    const int rows = int(n1 - n < kPanelRows ? n1 - n : kPanelRows);
+    pack_panel<F, kPanelRows, false>(wb, ldw, n, rows, Kp, a.K, p);
+    int64_t t = 0;
+    for (; t + kTile <= T; t += kTile) gemm_tile<F, kTile>(p, a, t, n, rows, bias, y, ldy);
+    for (; t < T; ++t) gemm_tile<F, 1>(p, a, t, n, rows, bias, y, ldy);
+  }
+}
+
 }  // namespace
 }  // namespace genperf::cpu::avx2q
 
@@ -210,37 +340,16 @@ namespace genperf::cpu {
 void quantize_act_avx2(const float* x, const QAct& a, int64_t t) { avx2q::quantize_act(x, a, t); }
 
 QGemvFn qgemv_avx2(DType wt) {
-  using namespace avx2q;
-  switch (wt) {
-    case DType::Q8_0: return gemv<FmtQ8_0>;
-    case DType::Q4_0: return gemv<FmtQ4_0>;
-    case DType::Q4_1: return gemv<FmtQ4_1>;
-    case DType::Q5_0: return gemv<FmtQ5_0>;
-    case DType::Q5_1: return gemv<FmtQ5_1>;
-    case DType::Q4_K: return gemv<FmtQ4_K>;
-    case DType::Q5_K: return gemv<FmtQ5_K>;
-    case DType::Q6_K: return gemv<FmtQ6_K>;
-    case DType::Q2_K: return gemv<FmtQ2_K>;
-    case DType::Q3_K: return gemv<FmtQ3_K>;
-    default: return nullptr;
-  }
+  return avx2q::by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return avx2q::gemv<decltype(f)>; });
+}
+
+QGemvFn qgemm_avx2(DType wt) {
+  return avx2q::by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return avx2q::gemm<decltype(f)>; });
 }
 
 DequantFn dequant_avx2(DType wt) {
-  using namespace avx2q;
-  switch (wt) {
-    case DType::Q8_0: return dequant_row<FmtQ8_0>;
-    case DType::Q4_0: return dequant_row<FmtQ4_0>;
-    case DType::Q4_1: return dequant_row<FmtQ4_1>;
-    case DType::Q5_0: return dequant_row<FmtQ5_0>;
-    case DType::Q5_1: return dequant_row<FmtQ5_1>;
-    case DType::Q4_K: return dequant_row<FmtQ4_K>;
-    case DType::Q5_K: return dequant_row<FmtQ5_K>;
-    case DType::Q6_K: return dequant_row<FmtQ6_K>;
-    case DType::Q2_K: return dequant_row<FmtQ2_K>;
-    case DType::Q3_K: return dequant_row<FmtQ3_K>;
-    default: return nullptr;
-  }
+  return avx2q::by_format<DequantFn>(wt,
+                                     [](auto f) -> DequantFn { return avx2q::dequant_row<decltype(f)>; });
 }
 
 }  // namespace genperf::cpu

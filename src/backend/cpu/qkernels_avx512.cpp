@@ -350,27 +350,6 @@ GP_QINLINE __m256i block_sums(const __m512i* up, const int8_t* xq, const int32_t
   return r;
 }
 
-// A thread's scratch buffer, kept between calls (plain pointers: this file instantiates no
-// library templates; see kernels_impl.inc). 64-byte aligned.
-struct Scratch {
-  uint8_t* p = nullptr;
-  size_t bytes = 0;
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { free(p); }  // at thread exit (OpenMP pools shrink when the thread count drops)
-  uint8_t* get(size_t n) {
-    if (bytes < n) {
-      free(p);
-      bytes = (n + 4095) / 4096 * 4096;
-      p = static_cast<uint8_t*>(aligned_alloc(64, bytes));
-      if (!p) abort();  // out of memory
-    }
-    return p;
-  }
-};
-thread_local Scratch tl_panel, tl_xnib;
-
 GP_QINLINE float hsum(__m256 a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -620,7 +599,7 @@ void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   if constexpr (kK4Order<F>) {
     const int64_t xb = xk4_bytes(a);
-    uint8_t* xn = tl_xnib.get(size_t(xb * T));
+    uint8_t* xn = thread_scratch(1, size_t(xb * T));
     for (int64_t t = 0; t < T; ++t) prepare_xk4(a, t, xn + t * xb);
     for (int64_t t = 0; t < T; t += 4) {
       const uint8_t* xt = xn + t * xb;
@@ -635,7 +614,7 @@ void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   }
   if constexpr (kNibbleOrder<F>) {
     const int64_t xb = xnib_bytes(a);
-    uint8_t* xn = tl_xnib.get(size_t(xb * T));
+    uint8_t* xn = thread_scratch(1, size_t(xb * T));
     for (int64_t t = 0; t < T; ++t) prepare_xnib<F>(a, t, xn + t * xb);
     for (int64_t t = 0; t < T; t += 4) {
       const uint8_t* xt = xn + t * xb;
@@ -712,12 +691,8 @@ void dequant_bf16(const void* src, uint16_t* dst, int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // Integer GEMM (prefill, many activation rows). The GEMV above unpacks every weight block once
 // per group of 4 rows and reduces each product to block sums across lanes; here a panel of 32
-// weight rows is unpacked once into a lane-per-row layout and reused by every activation row:
-//   panel.w   [Kp/4][32 rows][4 bytes]   unsigned quants u, 4 consecutive k of one row per lane
-//   panel.sw  [groups][32]               f32 scale of each row's scale group (a block of 32;
-//                                        Q2_K, Q3_K, Q6_K: a half-block of 16, d * sc_j)
-//   panel.mw  [groups][32]               kMin formats: the term taken with dx * s (Q2_K:
-//                                        -dmin * mn_j, taken with dx * h_j)
+// weight rows is unpacked once into a lane-per-row layout and reused by every activation row
+// (pack_panel, qkernels_formats.inc; from packed weights pack_panel_packed, below).
 // A tile of 2 x 16 rows by TT activation rows keeps 2 * TT int32 accumulators: per 4 k, one load
 // of the activation's 4 bytes broadcast to all lanes and one vpdpbusd per 16 rows (no
 // reduction across lanes). Each scale group starts its int32 sums at -offset * s (Q4_0 8 s,
@@ -727,88 +702,24 @@ void dequant_bf16(const void* src, uint16_t* dst, int64_t n) {
 constexpr int kPanelRows = 32;
 
 template <class F, bool kVnni>
-struct GemmFmt {
+struct GemmFmt : PanelFmt<F> {
   static constexpr bool kFlip = F::kSigned;  // Q8_0: u = w + 128 (VNNI only)
-  // Q2_K: its 4-bit scales are folded into the unpacked quants (u * sc <= 45: exact, and below
-  // the 63 that keeps vpmaddubsw from saturating), so its scale groups are blocks of 32 like the
-  // simple formats' and only its min term stays per half-block. This halves the per-group work
-  // (convert, scale, FMA) that made Q2_K prefill slower than BF16.
-  static constexpr bool kFold = F::kHalfScales && F::kMin;
-  static constexpr int kGroup = F::kHalfScales && !kFold ? 16 : 32;  // elements per scale group
-  static constexpr int kMinGroup = F::kHalfScales ? 16 : 32;          // elements per min
   // offset = s << kShift (h << kShift for kHalfScales); -1: none
   static constexpr int kShift = kFlip ? 7 : F::kOffset != 0 ? offset_shift(F::kOffset) : -1;
 };
 
-struct Panel {
-  uint8_t* w;
-  float* sw;
-  float* mw;
+// The vector policy of begin_group and end_group (qkernels_formats.inc): 16 lanes.
+struct QV {
+  using Ri = __m512i;
+  using Rf = __m512;
+  static constexpr int kLanes = 16;
+  static GP_QINLINE Rf load(const float* p) { return _mm512_load_ps(p); }
+  static GP_QINLINE Rf set1(float v) { return _mm512_set1_ps(v); }
+  static GP_QINLINE Ri set1i(int32_t v) { return _mm512_set1_epi32(v); }
+  static GP_QINLINE Rf fma(Rf a, Rf b, Rf c) { return _mm512_fmadd_ps(a, b, c); }
+  static GP_QINLINE Rf mul(Rf a, Rf b) { return _mm512_mul_ps(a, b); }
+  static GP_QINLINE Rf cvt(Ri a) { return _mm512_cvtepi32_ps(a); }
 };
-
-// Unpacks weight rows [n, n + rows) (rows <= 32; the others of the panel are zero) of K.
-template <class F, bool kVnni>
-void pack_panel(const uint8_t* w, size_t ldw, int64_t n, int rows, int64_t Kp, int64_t K,
-                const Panel& p) {
-  using G = GemmFmt<F, kVnni>;
-  const int64_t blocks = K / 32, chunks = Kp / 256, groups = Kp / G::kGroup;
-  if (rows < kPanelRows) {
-    memset(p.w, 0, size_t(Kp) * kPanelRows);
-    memset(p.sw, 0, size_t(groups) * kPanelRows * 4);
-    if constexpr (F::kMin) memset(p.mw, 0, size_t(Kp / G::kMinGroup) * kPanelRows * 4);
-  }
-  alignas(64) uint32_t u[64];
-  for (int r = 0; r < rows; ++r) {
-    const uint8_t* row = w + size_t(n + r) * ldw;
-    uint32_t* dst = reinterpret_cast<uint32_t*>(p.w) + r;
-    for (int64_t ci = 0; ci < chunks; ++ci) {
-      const uint8_t* c = row + ci * F::kChunkBytes;
-      const int nblk = int(blocks - 8 * ci < 8 ? blocks - 8 * ci : 8);
-      __m512i up[4];
-      ChunkScales sc;
-      if (nblk == 8) {
-        Wide<F>::unpack(c, 8, up);
-        sc = Wide<F>::scales(c, 8);
-      } else if (nblk > 0) {
-        Wide<F>::unpack(c, nblk, up);
-        sc = Wide<F>::scales(c, nblk);
-      } else {  // a padding chunk
-        for (auto& v : up) v = _mm512_setzero_si512();
-        sc = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm_setzero_si128(), _mm_setzero_si128()};
-      }
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (G::kFlip) up[i] = _mm512_xor_si512(up[i], _mm512_set1_epi8(char(0x80)));
-        _mm512_store_si512(u + 16 * i, up[i]);
-      }
-      if constexpr (G::kFold) {  // word j: elements 4j..4j+3, all in half-block j / 4
-        alignas(16) uint8_t scb[16];
-        _mm_store_si128(reinterpret_cast<__m128i*>(scb), sc.sc16);
-        for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j] * scb[j / 4];
-      } else {
-        for (int j = 0; j < 64; ++j) dst[(64 * ci + j) * kPanelRows] = u[j];
-      }
-      alignas(64) float s[16];
-      if constexpr (G::kFold) {  // d per block; -dmin * mn_j per half-block
-        _mm256_store_ps(s, sc.dw);
-        for (int j = 0; j < 8; ++j) p.sw[(8 * ci + j) * kPanelRows + r] = s[j];
-        _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.mw)),
-                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.mn16))));
-        for (int j = 0; j < 16; ++j) p.mw[(16 * ci + j) * kPanelRows + r] = s[j];
-      } else if constexpr (F::kHalfScales) {
-        _mm512_store_ps(s, _mm512_mul_ps(_mm512_broadcastss_ps(_mm256_castps256_ps128(sc.dw)),
-                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc.sc16))));
-        for (int j = 0; j < 16; ++j) p.sw[(16 * ci + j) * kPanelRows + r] = s[j];
-      } else {
-        _mm256_store_ps(s, sc.dw);
-        for (int j = 0; j < 8; ++j) p.sw[(8 * ci + j) * kPanelRows + r] = s[j];
-        if constexpr (F::kMin) {
-          _mm256_store_ps(s, sc.mw);
-          for (int j = 0; j < 8; ++j) p.mw[(8 * ci + j) * kPanelRows + r] = s[j];
-        }
-      }
-    }
-  }
-}
 
 // Rows [t0, t0 + TT) of a against the panel; y gets columns [n, n + rows).
 template <class F, bool kVnni, int TT>
@@ -823,17 +734,8 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
   for (int t = 0; t < TT; ++t) xq[t] = a.qs + (t0 + t) * a.Kp;
   const uint8_t* wp = p.w;
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t blk = G::kGroup == 16 ? g / 2 : g;
     __m512i ia[2][TT];
-    for (int t = 0; t < TT; ++t) {
-      if constexpr (G::kShift >= 0) {
-        const int32_t off = F::kHalfScales ? int32_t(a.h[(t0 + t) * 2 * a.nb + g])
-                                           : a.s[(t0 + t) * a.nb + g];
-        ia[0][t] = ia[1][t] = _mm512_set1_epi32(-(off << G::kShift));
-      } else {
-        ia[0][t] = ia[1][t] = _mm512_setzero_si512();
-      }
-    }
+    begin_group<QV, F, G::kShift, TT>(a, t0, g, ia);
     for (int s = 0; s < kSteps; ++s, wp += 4 * kPanelRows) {
       const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 64);
       for (int t = 0; t < TT; ++t) {
@@ -844,35 +746,7 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
         ia[1][t] = dot4<kVnni>(ia[1][t], w1, xb);
       }
     }
-    const __m512 s0 = _mm512_load_ps(p.sw + g * kPanelRows),
-                 s1 = _mm512_load_ps(p.sw + g * kPanelRows + 16);
-    for (int t = 0; t < TT; ++t) {
-      const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * a.nb + blk]);
-      acc[0][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[0][t]), _mm512_mul_ps(s0, dx), acc[0][t]);
-      acc[1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[1][t]), _mm512_mul_ps(s1, dx), acc[1][t]);
-    }
-    if constexpr (G::kFold) {
-      for (int j = 0; j < 2; ++j) {
-        const __m512 m0 = _mm512_load_ps(p.mw + (2 * g + j) * kPanelRows),
-                     m1 = _mm512_load_ps(p.mw + (2 * g + j) * kPanelRows + 16);
-        for (int t = 0; t < TT; ++t) {
-          const int64_t r = t0 + t;
-          const __m512 ds =
-              _mm512_set1_ps(a.d[r * a.nb + blk] * float(a.h[r * 2 * a.nb + 2 * g + j]));
-          acc[0][t] = _mm512_fmadd_ps(m0, ds, acc[0][t]);
-          acc[1][t] = _mm512_fmadd_ps(m1, ds, acc[1][t]);
-        }
-      }
-    } else if constexpr (F::kMin) {
-      const __m512 m0 = _mm512_load_ps(p.mw + g * kPanelRows),
-                   m1 = _mm512_load_ps(p.mw + g * kPanelRows + 16);
-      for (int t = 0; t < TT; ++t) {
-        const int64_t r = t0 + t;
-        const __m512 ds = _mm512_set1_ps(a.ds[r * a.nb + g]);
-        acc[0][t] = _mm512_fmadd_ps(m0, ds, acc[0][t]);
-        acc[1][t] = _mm512_fmadd_ps(m1, ds, acc[1][t]);
-      }
-    }
+    end_group<QV, F, TT>(p, a, t0, g, ia, acc);
   }
   const __mmask16 k0 = __mmask16(rows >= 16 ? 0xFFFF : (1u << rows) - 1),
                   k1 = __mmask16(rows >= 32 ? 0xFFFF : rows <= 16 ? 0 : (1u << (rows - 16)) - 1);
@@ -1194,7 +1068,7 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   const int64_t Kp = a.Kp, groups = Kp / G::kGroup;
   const size_t wbytes = size_t(Kp) * kPanelRows, sbytes = size_t(groups) * kPanelRows * 4,
                mbytes = F::kMin ? size_t(Kp / G::kMinGroup) * kPanelRows * 4 : 0;
-  uint8_t* buf = tl_panel.get(wbytes + sbytes + mbytes);
+  uint8_t* buf = thread_scratch(0, wbytes + sbytes + mbytes);
   const Panel p{buf, reinterpret_cast<float*>(buf + wbytes),
                 reinterpret_cast<float*>(buf + wbytes + sbytes)};
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -1203,7 +1077,7 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
     if constexpr (kPacked)
       pack_panel_packed<F>(wb, ldw, n, rows, Kp, a.K, p);
     else
-      pack_panel<F, kVnni>(wb, ldw, n, rows, Kp, a.K, p);
+      pack_panel<F, kPanelRows, GemmFmt<F, kVnni>::kFlip>(wb, ldw, n, rows, Kp, a.K, p);
     int64_t t = 0;
     for (; t + kTile <= T; t += kTile) gemm_tile<F, kVnni, kTile>(p, a, t, n, rows, bias, y, ldy);
     switch (T - t) {
@@ -1219,36 +1093,13 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
 
 template <bool kVnni>
 QGemvFn pick_gemm(DType wt) {
-  switch (wt) {
-    case DType::Q8_0: return kVnni ? gemm<FmtQ8_0, kVnni> : nullptr;  // u = w + 128 > 63
-    case DType::Q4_0: return gemm<FmtQ4_0, kVnni>;
-    case DType::Q4_1: return gemm<FmtQ4_1, kVnni>;
-    case DType::Q5_0: return gemm<FmtQ5_0, kVnni>;
-    case DType::Q5_1: return gemm<FmtQ5_1, kVnni>;
-    case DType::Q4_K: return gemm<FmtQ4_K, kVnni>;
-    case DType::Q5_K: return gemm<FmtQ5_K, kVnni>;
-    case DType::Q6_K: return gemm<FmtQ6_K, kVnni>;
-    case DType::Q2_K: return gemm<FmtQ2_K, kVnni>;
-    case DType::Q3_K: return gemm<FmtQ3_K, kVnni>;
-    default: return nullptr;
-  }
+  if (wt == DType::Q8_0 && !kVnni) return nullptr;  // u = w + 128 > 63
+  return by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemm<decltype(f), kVnni>; });
 }
 
 template <bool kVnni>
 QGemvFn pick(DType wt) {
-  switch (wt) {
-    case DType::Q8_0: return gemv<FmtQ8_0, kVnni>;
-    case DType::Q4_0: return gemv<FmtQ4_0, kVnni>;
-    case DType::Q4_1: return gemv<FmtQ4_1, kVnni>;
-    case DType::Q5_0: return gemv<FmtQ5_0, kVnni>;
-    case DType::Q5_1: return gemv<FmtQ5_1, kVnni>;
-    case DType::Q4_K: return gemv<FmtQ4_K, kVnni>;
-    case DType::Q5_K: return gemv<FmtQ5_K, kVnni>;
-    case DType::Q6_K: return gemv<FmtQ6_K, kVnni>;
-    case DType::Q2_K: return gemv<FmtQ2_K, kVnni>;
-    case DType::Q3_K: return gemv<FmtQ3_K, kVnni>;
-    default: return nullptr;
-  }
+  return by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemv<decltype(f), kVnni>; });
 }
 
 }  // namespace
@@ -1293,37 +1144,13 @@ QGemvFn qgemm_packed_avx512(DType wt) {
 }
 
 Bf16DequantFn dequant_bf16_avx512(DType wt) {
-  using namespace avx512q;
-  switch (wt) {
-    case DType::Q8_0: return dequant_bf16<FmtQ8_0>;
-    case DType::Q4_0: return dequant_bf16<FmtQ4_0>;
-    case DType::Q4_1: return dequant_bf16<FmtQ4_1>;
-    case DType::Q5_0: return dequant_bf16<FmtQ5_0>;
-    case DType::Q5_1: return dequant_bf16<FmtQ5_1>;
-    case DType::Q4_K: return dequant_bf16<FmtQ4_K>;
-    case DType::Q5_K: return dequant_bf16<FmtQ5_K>;
-    case DType::Q6_K: return dequant_bf16<FmtQ6_K>;
-    case DType::Q2_K: return dequant_bf16<FmtQ2_K>;
-    case DType::Q3_K: return dequant_bf16<FmtQ3_K>;
-    default: return nullptr;
-  }
+  return avx512q::by_format<Bf16DequantFn>(
+      wt, [](auto f) -> Bf16DequantFn { return avx512q::dequant_bf16<decltype(f)>; });
 }
 
 DequantFn dequant_avx512(DType wt) {
-  using namespace avx512q;
-  switch (wt) {
-    case DType::Q8_0: return dequant_row<FmtQ8_0>;
-    case DType::Q4_0: return dequant_row<FmtQ4_0>;
-    case DType::Q4_1: return dequant_row<FmtQ4_1>;
-    case DType::Q5_0: return dequant_row<FmtQ5_0>;
-    case DType::Q5_1: return dequant_row<FmtQ5_1>;
-    case DType::Q4_K: return dequant_row<FmtQ4_K>;
-    case DType::Q5_K: return dequant_row<FmtQ5_K>;
-    case DType::Q6_K: return dequant_row<FmtQ6_K>;
-    case DType::Q2_K: return dequant_row<FmtQ2_K>;
-    case DType::Q3_K: return dequant_row<FmtQ3_K>;
-    default: return nullptr;
-  }
+  return avx512q::by_format<DequantFn>(
+      wt, [](auto f) -> DequantFn { return avx512q::dequant_row<decltype(f)>; });
 }
 
 }  // namespace genperf::cpu

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,33 @@
 #include "quant/formats.h"
 
 namespace genperf::cpu {
+
+namespace {
+
+// A thread's scratch buffer, kept between calls and freed at thread exit (OpenMP pools shrink
+// when the thread count drops).
+struct Scratch {
+  uint8_t* p = nullptr;
+  size_t bytes = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { free(p); }
+};
+thread_local Scratch tl_scratch[4];
+
+}  // namespace
+
+uint8_t* thread_scratch(int slot, size_t n) {
+  Scratch& s = tl_scratch[slot];
+  if (s.bytes < n) {
+    free(s.p);
+    s.bytes = (n + 4095) / 4096 * 4096;
+    s.p = static_cast<uint8_t*>(aligned_alloc(64, s.bytes));
+    if (!s.p) abort();  // out of memory
+  }
+  return s.p;
+}
 
 namespace {
 
