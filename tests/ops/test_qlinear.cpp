@@ -733,9 +733,15 @@ Tensor packed_copy(const Tensor& w) {
   return p;
 }
 
-// The packed kernels this CPU runs, each with whether it is a GEMM (row ranges in 32s).
+// The packed kernels this CPU runs at the selected level and below (names ending in -gemm: the
+// GEMMs).
 std::vector<std::pair<std::string, cpu::QGemvFn>> packed_kernels(DType wt) {
   std::vector<std::pair<std::string, cpu::QGemvFn>> k = {{"generic", cpu::qgemv_packed_generic(wt)}};
+  IsaLevels isas;
+  if (isas.levels().back() != Isa::Generic) {
+    k.push_back({"avx2", cpu::qgemv_packed_avx2(wt)});
+    k.push_back({"avx2-gemm", cpu::qgemm_packed_avx2(wt)});
+  }
   if (isa() == Isa::Avx512 && cpu_features().avx512_vnni) {
     k.push_back({"avx512", cpu::qgemv_packed_avx512(wt)});
     k.push_back({"avx512-gemm", cpu::qgemm_packed_avx512(wt)});
@@ -778,7 +784,8 @@ TEST(QPack, PackingRoundTripsAndFollowsTheLayout) {
 
 TEST(QPack, PackedKernelsGiveTheExactProduct) {
   // Exact blocks (see above) packed: every packed kernel returns the exact product, over row
-  // ranges that start at 16 and at every tail of the 4-row tiles (GEMV) and 6-row tiles (GEMM).
+  // ranges that start at 16 and at every tail of the 4-row tiles (GEMV) and the 6-row (AVX-512)
+  // and 3-row (AVX2) tiles of the GEMMs, with T past 16 (where linear takes the GEMM).
   Rng rng(announce_seed(61, "QPack.PackedKernelsGiveTheExactProduct"));
   for (DType wt : kPackable) {
     const auto fns = packed_kernels(wt);
@@ -787,7 +794,7 @@ TEST(QPack, PackedKernelsGiveTheExactProduct) {
     for (int64_t K : ks)
       for (int64_t N : {16, 48}) {
         if (K >= 4096 && N > 16) continue;
-        const int64_t T = N == 16 ? 7 : 3;
+        const int64_t T = N == 16 ? 20 : 3;
         SCOPED_TRACE(label(wt, T, K, N));
         const Tensor w = exact_weights(wt, N, K, rng);
         const Tensor p = packed_copy(w);
@@ -799,6 +806,7 @@ TEST(QPack, PackedKernelsGiveTheExactProduct) {
         for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
         for (const auto& [name, fn] : fns)
           for (int64_t t1 = 1; t1 <= T; ++t1) {
+            if (t1 > 7 && t1 < 17) continue;
             std::vector<float> y(size_t(T * N), -7.0f);
             const int64_t n0 = N > 16 && name != "avx512-gemm" ? 16 : 0;
             fn(act.a, t1, p.raw(), p.stride(0), n0, N, bias.data(), y.data(), size_t(N));
@@ -824,31 +832,39 @@ TEST(QPack, LinearOnPreparedWeightsMatchesTheStoredOnes) {
     const int64_t K = is_k_quant(wt) ? 768 : 704, N = 80;
     const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
     const Tensor p = ops::prepare_weight(w);
-    const bool packs = isa() == Isa::Avx512 && cpu_features().avx512_vnni;
+    const bool packs = (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
     EXPECT_EQ(p.layout() == Layout::kRows16, packs) << dtype_name(wt);
-    if (!packs) continue;  // (below AVX-512, T > 16 takes decoded panels: another tolerance)
+    if (!packs) continue;  // (on AVX-512 without VNNI, T > 16 takes decoded panels)
     const Tensor b = random_tensor({N}, DType::F32, rng);
-    for (int64_t T : {1, 4, 5, 16, 17, 40}) {
-      SCOPED_TRACE(label(wt, T, K, N));
-      const Tensor xw = random_tensor({T, K + 9}, DType::F32, rng);
-      const Tensor x = xw.slice(1, 0, K);
-      Act act(T, K);
-      for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
-      const auto mag = magnitudes(w, act, T);
-      const auto ref = run_gemv(cpu::qgemv_generic(wt), act.a, T, w, b.data<float>());
-      Tensor yw = Tensor::zeros({T, N + 5});
-      Tensor y = yw.slice(1, 2, N);
-      ops::linear(x, p, &b, y);
-      int64_t bad = 0;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-          const double got = y.row<float>(t)[n], want = ref[size_t(t * N + n)];
-          if (!(std::fabs(got - want) <= 1e-6 * mag[size_t(t * N + n)] + 1e-30) && bad++ < 3)
-            ADD_FAILURE() << "row " << t << " col " << n << " got " << got << " want " << want;
+    // At every packing level of this CPU: the layout is the same whichever level packed it.
+    {
+      IsaLevels levels;
+      for (Isa l : levels.levels()) {
+        if (l == Isa::Generic || (l == Isa::Avx512 && !cpu_features().avx512_vnni)) continue;
+        set_isa(l);
+        for (int64_t T : {1, 4, 5, 16, 17, 40}) {
+          SCOPED_TRACE(label(wt, T, K, N) + (l == Isa::Avx2 ? " avx2" : " avx512"));
+          const Tensor xw = random_tensor({T, K + 9}, DType::F32, rng);
+          const Tensor x = xw.slice(1, 0, K);
+          Act act(T, K);
+          for (int64_t t = 0; t < T; ++t) cpu::quantize_act_generic(x.row<float>(t), act.a, t);
+          const auto mag = magnitudes(w, act, T);
+          const auto ref = run_gemv(cpu::qgemv_generic(wt), act.a, T, w, b.data<float>());
+          Tensor yw = Tensor::zeros({T, N + 5});
+          Tensor y = yw.slice(1, 2, N);
+          ops::linear(x, p, &b, y);
+          int64_t bad = 0;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t n = 0; n < N; ++n) {
+              const double got = y.row<float>(t)[n], want = ref[size_t(t * N + n)];
+              if (!(std::fabs(got - want) <= 1e-6 * mag[size_t(t * N + n)] + 1e-30) && bad++ < 3)
+                ADD_FAILURE() << "row " << t << " col " << n << " got " << got << " want " << want;
+            }
+          EXPECT_EQ(bad, 0);
+          EXPECT_EQ(yw.row<float>(0)[0], 0.0f);
+          EXPECT_EQ(yw.row<float>(T - 1)[N + 4], 0.0f);
         }
-      EXPECT_EQ(bad, 0);
-      EXPECT_EQ(yw.row<float>(0)[0], 0.0f);
-      EXPECT_EQ(yw.row<float>(T - 1)[N + 4], 0.0f);
+      }
     }
     // The scalar reference decodes the packed rows to the stored values.
     const Tensor x = random_tensor({2, K}, DType::F32, rng);
@@ -894,8 +910,10 @@ TEST(QPack, LinearManyMixesPackedAndStoredWeights) {
                             random_tensor({37, K}, DType::F32, rng, 0.1).to(DType::Q8_0),
                             ops::prepare_weight(random_tensor({48, K}, DType::F32, rng, 0.1).to(DType::Q6_K)),
                             ops::prepare_weight(random_tensor({32, K}, DType::F32, rng, 0.1).to(DType::Q4_0))};
+  const bool packs = (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
+  EXPECT_EQ(ws[0].layout() == Layout::kRows16, packs);
   const int saved = num_threads();
-  for (int64_t T : {1, 3}) {
+  for (int64_t T : {1, 3, 17}) {
     const Tensor x = random_tensor({T, K}, DType::F32, rng);
     for (int nt : {1, 2, 3}) {
       set_num_threads(nt);

@@ -114,14 +114,23 @@ void split_rows(int64_t N, int64_t K, const Fn& fn, int64_t step = 16) {
 }
 
 bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
-// The packed kernels' level is selected (they exist for AVX-512 VNNI only).
-bool packed_level() { return isa() == Isa::Avx512 && cpu_features().avx512_vnni; }
+// The packed kernels' level is selected: AVX-512 VNNI or AVX2 (AVX-512 without VNNI has none).
+bool packed_level() {
+  return (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
+}
+
+// The packed GEMV or GEMM of the selected level (both read the same layout, whichever level
+// packed it), else the scalar packed kernel (which takes any number of rows).
+QGemvFn packed_kernel(DType wt, bool gemm) {
+  if (isa() == Isa::Avx2) return gemm ? qgemm_packed_avx2(wt) : qgemv_packed_avx2(wt);
+  if (packed_level()) return gemm ? qgemm_packed_avx512(wt) : qgemv_packed_avx512(wt);
+  return qgemv_packed_generic(wt);
+}
 
 // The integer GEMM of the selected level for the weight (qkernels.h), null where none. A packed
-// weight always has one, since the decoded panels cannot read it: below AVX-512 VNNI, the scalar
-// packed kernel (which takes any number of rows).
+// weight always has one, since the decoded panels cannot read it.
 QGemvFn qgemm_for(const Tensor& w) {
-  if (packed(w)) return packed_level() ? qgemm_packed_avx512(w.dtype()) : qgemv_packed_generic(w.dtype());
+  if (packed(w)) return packed_kernel(w.dtype(), true);
   if (isa() == Isa::Avx2) return qgemm_avx2(w.dtype());
   if (isa() != Isa::Avx512) return nullptr;
   return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
@@ -138,7 +147,7 @@ GemvKernel gemv_kernel(const Tensor& w) {
   const Kernels &kr = kernels(), &gen = kernels_generic();
   GemvKernel k;
   if (packed(w)) {  // a packed weight read at another level (a test's or GENPERF_ISA's)
-    k.q = packed_level() ? qgemv_packed_avx512(wt) : qgemv_packed_generic(wt);
+    k.q = packed_kernel(wt, false);
     GP_CHECK(k.q, "[linear] no kernel for packed weights of type ", dtype_name(wt));
     return k;
   }

@@ -90,10 +90,14 @@ uint8_t* thread_scratch(int slot, size_t n);
 
 // Weights packed for these kernels (qpack.h: groups of 16 rows interleaved; w is the packed
 // tensor's bytes, ldw its bytes per row, n0 and n1 multiples of 16): the GEMV and the GEMM under
-// the QGemvFn contract, with the same integer block sums. AVX-512 VNNI only (null for a type
-// without a packed layout). The scalar level unpacks 16 rows at a time and runs qgemv_generic.
+// the QGemvFn contract, with the same integer block sums (null for a type without a packed
+// layout). AVX-512 VNNI (vpdpbusd) and AVX2 (vpmaddubsw + vpmaddwd, a piece of 16 rows as two
+// vectors of 8; its GEMM's 16-row panels are one packed group each); the scalar level unpacks 16
+// rows at a time and runs qgemv_generic.
 QGemvFn qgemv_packed_avx512(DType wt);
 QGemvFn qgemm_packed_avx512(DType wt);
+QGemvFn qgemv_packed_avx2(DType wt);
+QGemvFn qgemm_packed_avx2(DType wt);
 QGemvFn qgemv_packed_generic(DType wt);
 
 // Row dequantization to f32 (vectorized), the same values as traits(wt).to_f32 within one

@@ -312,7 +312,386 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
 // Activation rows per tile: 2 x kTile int32 sums, int16 pair sums and f32 accumulators.
 constexpr int kTile = 3;
 
+// ---------------------------------------------------------------------------------------------
+// Packed weights (qpack.h): the AVX-512 VNNI file's packed kernels in 256-bit registers. Each
+// 64-byte piece of a group (the same 4 bytes of 16 rows) is two vectors, rows 0-7 and 8-15;
+// unpacked in registers, each meets 4 activation bytes broadcast to all lanes in vpmaddubsw,
+// whose int16 pair sums add up over as many steps as cannot leave int16 before one vpmaddwd
+// widens them into the row's int32 lane. No reduction across lanes (the row kernel's hadds per
+// block were what held Q4_0 and Q4_K at 0.55-0.65 of memory bandwidth), 16 outputs per group.
+// The int32 lanes start at -offset * s (or h), so they are the exact block sums of the scalar
+// level. Q8_0's packed quants have their top bit flipped for vpdpbusd: here it is flipped back
+// and the signed bytes take the sign trick, so no 128 * s correction.
+
+GP_QINLINE __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+// 16 f16 at p, rows 0-7 and 8-15.
+GP_QINLINE void f16x16(const uint8_t* p, __m256* v) {
+  v[0] = _mm256_cvtph_ps(loadu128(p));
+  v[1] = _mm256_cvtph_ps(loadu128(p + 16));
+}
+// 16 unsigned / signed bytes at p as f32, rows 0-7 and 8-15.
+GP_QINLINE void u8x16(const uint8_t* p, __m256* v) {
+  const __m128i b = loadu128(p);
+  v[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+  v[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b)));
+}
+GP_QINLINE void i8x16(const uint8_t* p, __m256* v) {
+  const __m128i b = loadu128(p);
+  v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(b, b)));
+}
+GP_QINLINE __m256i load32(const uint8_t* p) { return loadu256(p); }
+// a | (b & m): AVX-512's ternary-logic 0xF8.
+GP_QINLINE __m256i or_and(__m256i a, __m256i b, __m256i m) {
+  return _mm256_or_si256(a, _mm256_and_si256(b, m));
+}
+
+// Q4_K's 6-bit scales and mins of 16 rows (packed bytes 4..15 of the super-block, byte i of row
+// r at 16 i + r) as bytes: sc[16 j + r], mn[16 j + r] for sub-block j (scales_mins_k4's decoding,
+// 16 rows at a time; the 16-bit shifts' spill across bytes is masked off).
+GP_QINLINE void k4_scales16(const uint8_t* p, uint8_t* sc, uint8_t* mn) {
+  const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(0x0F),
+                m30 = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i a = load32(p + 32 * h), b = load32(p + 64 + 32 * h), c = load32(p + 128 + 32 * h);
+    auto st = [](uint8_t* d, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(d), v); };
+    st(sc + 32 * h, _mm256_and_si256(a, m6));
+    st(mn + 32 * h, _mm256_and_si256(b, m6));
+    st(sc + 64 + 32 * h, or_and(_mm256_and_si256(c, m4), _mm256_srli_epi16(a, 2), m30));
+    st(mn + 64 + 32 * h,
+       or_and(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), _mm256_srli_epi16(b, 2), m30));
+  }
+}
+
+// Q6_K quant vector i (elements 128h + 32i + 4kk..) of packed step kk of half h, rows 8hr..8hr+7.
+GP_QINLINE __m256i q6_quad(const uint8_t* g, int h, int kk, int i, int hr) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const uint8_t* piece = g + 288 + 192 * (8 * h + kk) + 32 * hr;
+  const __m256i l = load32(piece + 64 * (i & 1)), qh = load32(piece + 128);
+  const __m256i nib = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+  // Bit pair i of qh to bits 4-5.
+  const __m256i hb = i == 0   ? _mm256_slli_epi16(qh, 4)
+                     : i == 1 ? _mm256_slli_epi16(qh, 2)
+                     : i == 2 ? qh
+                              : _mm256_srli_epi16(qh, 2);
+  return or_and(nib, hb, m30);
+}
+
+// Q4_K (kFifth false) and Q5_K: the quants of packed step kk of sub-blocks 2p (lo) and 2p + 1
+// (hi), rows 8hr..8hr+7; Q5_K's fifth bits are bits 2p and 2p + 1 of qh chunk kk, moved to bit 4
+// (16-bit shifts by at most 4: what crosses a byte misses bit 4).
+template <bool kFifth>
+GP_QINLINE void k4_pair(const uint8_t* g, int p, int kk, int hr, __m256i& lo, __m256i& hi) {
+  constexpr int kQs = kFifth ? 768 : 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i z = load32(g + kQs + 64 * (8 * p + kk) + 32 * hr);
+  lo = _mm256_and_si256(z, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+  if constexpr (kFifth) {
+    const __m256i qh = load32(g + 256 + 64 * kk + 32 * hr), b4 = _mm256_set1_epi8(0x10);
+    const auto to_bit4 = [&](int b) {
+      return b <= 4 ? _mm256_slli_epi16(qh, 4 - b) : _mm256_srli_epi16(qh, b - 4);
+    };
+    lo = or_and(lo, to_bit4(2 * p), b4);
+    hi = or_and(hi, to_bit4(2 * p + 1), b4);
+  }
+}
+
 template <class F>
+struct PackedUnit;
+template <>
+struct PackedUnit<FmtQ4_0> { static constexpr int kElems = 64, kBytes = 16 * 36; };
+template <>
+struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 64, kBytes = 16 * 68; };
+template <>
+struct PackedUnit<FmtQ4_K> { static constexpr int kElems = 256, kBytes = 16 * 144; };
+template <>
+struct PackedUnit<FmtQ5_K> { static constexpr int kElems = 256, kBytes = 16 * 176; };
+template <>
+struct PackedUnit<FmtQ6_K> { static constexpr int kElems = 256, kBytes = 16 * 210; };
+
+// acc[t][hr] (rows 8hr..8hr+7 of the group, activation row t0 + t) += the products of packed
+// unit g (unit index u). Each half of the group is done on its own: half the registers live.
+template <class F, int TT>
+GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t t0,
+                            __m256 (*acc)[2]) {
+  using G = GemmFmt<F>;
+  const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+  const int8_t* xq[TT];
+  int64_t bi[TT];  // index of the unit's first block of 32 in the activation arrays
+  constexpr int kBlocks = PackedUnit<F>::kElems / 32;
+  for (int t = 0; t < TT; ++t) {
+    xq[t] = a.qs + (t0 + t) * a.Kp + u * PackedUnit<F>::kElems;
+    bi[t] = (t0 + t) * a.nb + u * kBlocks;
+  }
+  if constexpr (std::is_same_v<F, FmtQ4_0>) {
+    // 8 steps per block (4 low-nibble, 4 high) of u <= 15, all summed in int16 before one
+    // vpmaddwd: 2 * 15 * 127 * 8 = 30480 stays within it.
+    static_assert(2 * 15 * 127 * 8 <= 32767);
+    for (int b = 0; b < 2; ++b) {
+      __m256 dw[2];
+      f16x16(g + 32 * b, dw);
+      const uint8_t* q = g + 64 + 256 * b;
+      for (int hr = 0; hr < 2; ++hr) {
+        __m256i w[8];
+        for (int k = 0; k < 4; ++k) {
+          const __m256i z = load32(q + 64 * k + 32 * hr);
+          w[k] = _mm256_and_si256(z, m4);
+          w[4 + k] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+        }
+        for (int t = 0; t < TT; ++t) {
+          const int8_t* x = xq[t] + 32 * b;
+          __m256i m = _mm256_maddubs_epi16(w[0], bcast4(x));
+          for (int k = 1; k < 4; ++k) m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[k], bcast4(x + 4 * k)));
+          for (int k = 0; k < 4; ++k)
+            m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[4 + k], bcast4(x + 16 + 4 * k)));
+          const __m256i p = _mm256_add_epi32(_mm256_set1_epi32(-(a.s[bi[t] + b] << 3)),
+                                             _mm256_madd_epi16(m, ones));
+          acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                       _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
+        }
+      }
+    }
+  } else if constexpr (std::is_same_v<F, FmtQ8_0>) {
+    // Signed w (the flip undone), |w| against x * sign(w): one step per vpmaddwd (2 * 128 * 127).
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
+    for (int b = 0; b < 2; ++b) {
+      __m256 dw[2];
+      f16x16(g + 32 * b, dw);
+      const uint8_t* q = g + 64 + 512 * b;
+      for (int hr = 0; hr < 2; ++hr) {
+        __m256i p0[TT], p1[TT];
+        for (int t = 0; t < TT; ++t) p0[t] = p1[t] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+          const __m256i w = _mm256_xor_si256(load32(q + 64 * k + 32 * hr), flip);
+          const __m256i aw = _mm256_sign_epi8(w, w);
+          for (int t = 0; t < TT; ++t) {
+            // Two chains (alternate steps) for latency.
+            const __m256i pr = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xq[t] + 32 * b + 4 * k), w)), ones);
+            if (k % 2 == 0)
+              p0[t] = _mm256_add_epi32(p0[t], pr);
+            else
+              p1[t] = _mm256_add_epi32(p1[t], pr);
+          }
+        }
+        for (int t = 0; t < TT; ++t)
+          acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0[t], p1[t])),
+                                       _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
+      }
+    }
+  } else if constexpr (std::is_same_v<F, FmtQ4_K> || std::is_same_v<F, FmtQ5_K>) {
+    constexpr bool kFifth = std::is_same_v<F, FmtQ5_K>;
+    constexpr int kSum = G::kSum;  // steps per vpmaddwd: 4 for both (u <= 15, 31)
+    alignas(32) uint8_t sc[128], mn[128];
+    k4_scales16(g + 64, sc, mn);
+    __m256 d[2], dmin[2];
+    f16x16(g, d);
+    f16x16(g + 32, dmin);
+    for (int hr = 0; hr < 2; ++hr) {
+      __m256 as[TT], am[TT];
+      for (int t = 0; t < TT; ++t) as[t] = am[t] = _mm256_setzero_ps();
+      for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+        __m256i sl[TT], sh[TT];
+        for (int t = 0; t < TT; ++t) sl[t] = sh[t] = _mm256_setzero_si256();
+        for (int k0 = 0; k0 < 8; k0 += kSum) {
+          __m256i ml[TT], mh[TT];
+          for (int kk = k0; kk < k0 + kSum; ++kk) {
+            __m256i lo, hi;
+            k4_pair<kFifth>(g, p, kk, hr, lo, hi);
+            for (int t = 0; t < TT; ++t) {
+              const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(xq[t] + 64 * p + 4 * kk)),
+                            ph = _mm256_maddubs_epi16(hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
+              ml[t] = kk == k0 ? pl : _mm256_add_epi16(ml[t], pl);
+              mh[t] = kk == k0 ? ph : _mm256_add_epi16(mh[t], ph);
+            }
+          }
+          for (int t = 0; t < TT; ++t) {
+            sl[t] = _mm256_add_epi32(sl[t], _mm256_madd_epi16(ml[t], ones));
+            sh[t] = _mm256_add_epi32(sh[t], _mm256_madd_epi16(mh[t], ones));
+          }
+        }
+        __m256 sc0[2], sc1[2], mn0[2], mn1[2];
+        u8x16(sc + 32 * p, sc0);
+        u8x16(sc + 32 * p + 16, sc1);
+        u8x16(mn + 32 * p, mn0);
+        u8x16(mn + 32 * p + 16, mn1);
+        for (int t = 0; t < TT; ++t) {
+          const int64_t b = bi[t] + 2 * p;
+          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl[t]), _mm256_mul_ps(sc0[hr], _mm256_set1_ps(a.d[b])), as[t]);
+          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh[t]), _mm256_mul_ps(sc1[hr], _mm256_set1_ps(a.d[b + 1])), as[t]);
+          am[t] = _mm256_fmadd_ps(mn0[hr], _mm256_set1_ps(a.ds[b]), am[t]);
+          am[t] = _mm256_fmadd_ps(mn1[hr], _mm256_set1_ps(a.ds[b + 1]), am[t]);
+        }
+      }
+      for (int t = 0; t < TT; ++t)
+        acc[t][hr] = _mm256_fnmadd_ps(dmin[hr], am[t], _mm256_fmadd_ps(d[hr], as[t], acc[t][hr]));
+    }
+  } else {  // Q6_K: per sub-block of 16 (4 steps), int16 sums over G::kSum = 2 steps
+    static_assert(G::kSum == 2);
+    __m256 d[2];
+    f16x16(g, d);
+    for (int hr = 0; hr < 2; ++hr) {
+      __m256 as[TT];
+      for (int t = 0; t < TT; ++t) as[t] = _mm256_setzero_ps();
+      for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 2; ++q)  // sub-blocks 8h + 2i + q, i = 0..3
+          for (int i = 0; i < 4; ++i) {
+            const int sb = 8 * h + 2 * i + q;
+            __m256i s[TT];
+            for (int t = 0; t < TT; ++t) s[t] = _mm256_set1_epi32(-(int32_t(a.h[2 * bi[t] + sb]) << 5));
+            for (int kk = 4 * q; kk < 4 * q + 4; kk += 2) {
+              const __m256i e0 = q6_quad(g, h, kk, i, hr), e1 = q6_quad(g, h, kk + 1, i, hr);
+              for (int t = 0; t < TT; ++t) {
+                const int8_t* x = xq[t] + 128 * h + 32 * i + 4 * kk;
+                const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0, bcast4(x)),
+                                                   _mm256_maddubs_epi16(e1, bcast4(x + 4)));
+                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(m, ones));
+              }
+            }
+            __m256 scf[2];
+            i8x16(g + 32 + 16 * sb, scf);
+            for (int t = 0; t < TT; ++t)
+              as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+                                      _mm256_mul_ps(scf[hr], _mm256_set1_ps(a.d[bi[t] + sb / 2])), as[t]);
+          }
+      for (int t = 0; t < TT; ++t) acc[t][hr] = _mm256_fmadd_ps(d[hr], as[t], acc[t][hr]);
+    }
+  }
+}
+
+// Prefetch distance as in the AVX-512 packed GEMV (qkernels_avx512.cpp, kPackedPrefetch).
+constexpr int kPackedPrefetch = 2048;
+
+template <class F, int TT>
+void gemv_packed_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t n0,
+                      int64_t n1, const float* bias, float* y, size_t ldy) {
+  const int64_t units = a.K / PackedUnit<F>::kElems;
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* g = w + size_t(n) * ldw;  // the group of rows n .. n + 15
+    __m256 acc[TT][2];
+    for (int t = 0; t < TT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < units; ++u, g += PackedUnit<F>::kBytes) {
+      for (int l = 0; l < PackedUnit<F>::kBytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(g + kPackedPrefetch + l), _MM_HINT_T0);
+      packed_unit<F, TT>(g, u, a, t0, acc);
+    }
+    for (int hr = 0; hr < 2; ++hr) {
+      const __m256 b = bias ? _mm256_loadu_ps(bias + n + 8 * hr) : _mm256_setzero_ps();
+      for (int t = 0; t < TT; ++t)
+        _mm256_storeu_ps(y + size_t(t0 + t) * ldy + size_t(n + 8 * hr), _mm256_add_ps(acc[t][hr], b));
+    }
+  }
+}
+
+template <class F>
+void gemv_packed(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
+                 const float* bias, float* y, size_t ldy) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (int64_t t = 0; t < T; t += 4) {
+    switch (T - t < 4 ? T - t : 4) {
+      case 1: gemv_packed_rows<F, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      case 2: gemv_packed_rows<F, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      case 3: gemv_packed_rows<F, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+      default: gemv_packed_rows<F, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
+    }
+  }
+}
+
+// The integer GEMM's panel (16 rows: one packed group) from packed weights: the GEMV's unpacking
+// stored per 4-element step instead of multiplied (Q8_0 as its signed bytes, which the tile's
+// sign trick takes), with the scales pack_panel computes from the stored rows. Far cheaper than
+// pack_panel's per-row gathering, since a packed group is lane-per-row already.
+template <class F>
+void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int64_t Kp, int64_t K,
+                       const Panel& p) {
+  using G = GemmFmt<F>;
+  constexpr int kE = PackedUnit<F>::kElems;
+  const int64_t units = K / kE;
+  if (K < Kp) {  // the padding's quants and scales
+    memset(p.w, 0, size_t(Kp) * kPanelRows);
+    memset(p.sw, 0, size_t(Kp / G::kGroup) * kPanelRows * 4);
+    if constexpr (F::kMin) memset(p.mw, 0, size_t(Kp / G::kMinGroup) * kPanelRows * 4);
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const auto put = [&](int64_t step, int hr, __m256i v) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.w + step * 4 * kPanelRows + 32 * hr), v);
+  };
+  const auto put_f = [&](float* dst, const __m256* v) {
+    _mm256_store_ps(dst, v[0]);
+    _mm256_store_ps(dst + 8, v[1]);
+  };
+  const uint8_t* g = w + size_t(n) * ldw;
+  for (int64_t u = 0; u < units; ++u, g += PackedUnit<F>::kBytes) {
+    if constexpr (std::is_same_v<F, FmtQ4_0> || std::is_same_v<F, FmtQ8_0>) {
+      for (int b = 0; b < 2; ++b) {  // block 2u + b
+        const int64_t blk = 2 * u + b;
+        __m256 dw[2];
+        f16x16(g + 32 * b, dw);
+        put_f(p.sw + blk * kPanelRows, dw);
+        for (int hr = 0; hr < 2; ++hr) {
+          if constexpr (std::is_same_v<F, FmtQ4_0>) {
+            for (int k = 0; k < 4; ++k) {
+              const __m256i z = load32(g + 64 + 256 * b + 64 * k + 32 * hr);
+              put(8 * blk + k, hr, _mm256_and_si256(z, m4));
+              put(8 * blk + 4 + k, hr, _mm256_and_si256(_mm256_srli_epi16(z, 4), m4));
+            }
+          } else {  // the flip undone: the signed bytes
+            for (int k = 0; k < 8; ++k)
+              put(8 * blk + k, hr,
+                  _mm256_xor_si256(load32(g + 64 + 512 * b + 64 * k + 32 * hr),
+                                   _mm256_set1_epi8(char(0x80))));
+          }
+        }
+      }
+    } else if constexpr (std::is_same_v<F, FmtQ4_K> || std::is_same_v<F, FmtQ5_K>) {
+      alignas(32) uint8_t sc[128], mn[128];
+      k4_scales16(g + 64, sc, mn);
+      __m256 d[2], dmin[2];
+      f16x16(g, d);
+      f16x16(g + 32, dmin);
+      for (int j = 0; j < 8; ++j) {
+        __m256 s[2], m[2];
+        u8x16(sc + 16 * j, s);
+        u8x16(mn + 16 * j, m);
+        for (int hr = 0; hr < 2; ++hr) {
+          s[hr] = _mm256_mul_ps(d[hr], s[hr]);
+          m[hr] = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin[hr], m[hr]));
+        }
+        put_f(p.sw + (8 * u + j) * kPanelRows, s);
+        put_f(p.mw + (8 * u + j) * kPanelRows, m);
+      }
+      for (int q = 0; q < 4; ++q)
+        for (int kk = 0; kk < 8; ++kk)
+          for (int hr = 0; hr < 2; ++hr) {
+            __m256i lo, hi;
+            k4_pair<std::is_same_v<F, FmtQ5_K>>(g, q, kk, hr, lo, hi);
+            put(64 * u + 16 * q + kk, hr, lo);
+            put(64 * u + 16 * q + 8 + kk, hr, hi);
+          }
+    } else {  // Q6_K
+      __m256 d[2];
+      f16x16(g, d);
+      for (int sb = 0; sb < 16; ++sb) {
+        __m256 s[2];
+        i8x16(g + 32 + 16 * sb, s);
+        for (int hr = 0; hr < 2; ++hr) s[hr] = _mm256_mul_ps(d[hr], s[hr]);
+        put_f(p.sw + (16 * u + sb) * kPanelRows, s);
+      }
+      for (int h = 0; h < 2; ++h)
+        for (int kk = 0; kk < 8; ++kk)
+          for (int i = 0; i < 4; ++i)
+            for (int hr = 0; hr < 2; ++hr) put(64 * u + 32 * h + 8 * i + kk, hr, q6_quad(g, h, kk, i, hr));
+    }
+  }
+}
+
+// kPacked: the weights are packed (qpack.h; n0 and n1 multiples of 16, each panel one group).
+template <class F, bool kPacked = false>
 void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
           const float* bias, float* y, size_t ldy) {
   using G = GemmFmt<F>;
@@ -325,7 +704,10 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   for (int64_t n = n0; n < n1; n += kPanelRows) {
     const int rows = int(n1 - n < kPanelRows ? n1 - n : kPanelRows);
-    pack_panel<F, kPanelRows, false>(wb, ldw, n, rows, Kp, a.K, p);
+    if constexpr (kPacked)
+      pack_panel_packed<F>(wb, ldw, n, Kp, a.K, p);
+    else
+      pack_panel<F, kPanelRows, false>(wb, ldw, n, rows, Kp, a.K, p);
     int64_t t = 0;
     for (; t + kTile <= T; t += kTile) gemm_tile<F, kTile>(p, a, t, n, rows, bias, y, ldy);
     for (; t < T; ++t) gemm_tile<F, 1>(p, a, t, n, rows, bias, y, ldy);
@@ -345,6 +727,30 @@ QGemvFn qgemv_avx2(DType wt) {
 
 QGemvFn qgemm_avx2(DType wt) {
   return avx2q::by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return avx2q::gemm<decltype(f)>; });
+}
+
+QGemvFn qgemv_packed_avx2(DType wt) {
+  using namespace avx2q;
+  switch (wt) {
+    case DType::Q4_0: return gemv_packed<FmtQ4_0>;
+    case DType::Q8_0: return gemv_packed<FmtQ8_0>;
+    case DType::Q4_K: return gemv_packed<FmtQ4_K>;
+    case DType::Q5_K: return gemv_packed<FmtQ5_K>;
+    case DType::Q6_K: return gemv_packed<FmtQ6_K>;
+    default: return nullptr;
+  }
+}
+
+QGemvFn qgemm_packed_avx2(DType wt) {
+  using namespace avx2q;
+  switch (wt) {
+    case DType::Q4_0: return gemm<FmtQ4_0, true>;
+    case DType::Q8_0: return gemm<FmtQ8_0, true>;
+    case DType::Q4_K: return gemm<FmtQ4_K, true>;
+    case DType::Q5_K: return gemm<FmtQ5_K, true>;
+    case DType::Q6_K: return gemm<FmtQ6_K, true>;
+    default: return nullptr;
+  }
 }
 
 DequantFn dequant_avx2(DType wt) {

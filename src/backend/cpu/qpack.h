@@ -6,7 +6,9 @@
 // registers (one AND, or a shift and an AND per nibble half) and multiplies them with 4
 // activation bytes broadcast to every lane. The bytes are the stored ones, reordered: the
 // weights stay as compressed as in the file (Q8_0's quants are stored with their top bit
-// flipped, u = w + 128, the unsigned operand vpdpbusd takes).
+// flipped, u = w + 128, the unsigned operand vpdpbusd takes). AVX2 reads the same layout, a
+// 64-byte piece as two vectors of 8 rows, with vpmaddubsw + vpmaddwd in place of vpdpbusd (and
+// Q8_0's bit flipped back, for the sign trick).
 //
 // Layout. A group of 16 rows holds 16 x (row bytes): its rows' units one after another (unit:
 // two blocks of 32 for Q4_0 and Q8_0, a super-block of 256 for the K-quants), each unit as 16
