@@ -118,6 +118,11 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 bool packed_level() {
   return (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
 }
+// Whether prepare_weight packs weights of type wt at the selected level. Not Q6_K on AVX2: its
+// packed GEMV (4 quant vectors per step, each with its own qh shift, in 256-bit registers) ran at
+// 0.55-0.85x of the row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at GENPERF_ISA=avx2:
+// 20-31 GB/s against 36-46). Its packed kernels still read a Q6_K weight packed at AVX-512.
+bool packs_at_level(DType wt) { return packed_level() && !(isa() == Isa::Avx2 && wt == DType::Q6_K); }
 
 // The packed GEMV or GEMM of the selected level (both read the same layout, whichever level
 // packed it), else the scalar packed kernel (which takes any number of rows).
@@ -307,7 +312,7 @@ Tensor prepare_weight(const Tensor& w) {
     const char* e = std::getenv("GENPERF_PACK");
     return !(e && std::string_view(e) == "0");
   }();
-  if (!enabled || !packed_level() || w.device() != Device::CPU || w.ndim() != 2 ||
+  if (!enabled || !packs_at_level(w.dtype()) || w.device() != Device::CPU || w.ndim() != 2 ||
       w.layout() != Layout::kRows || !packable(w.dtype(), w.size(1)) ||
       w.size(0) % kPackRows != 0 || w.size(0) == 0)
     return w;
