@@ -119,10 +119,13 @@ bool packed_level() {
   return (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
 }
 // Whether prepare_weight packs weights of type wt at the selected level. Not Q6_K on AVX2: its
-// packed GEMV (4 quant vectors per step, each with its own qh shift, in 256-bit registers) ran at
-// 0.55-0.85x of the row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at GENPERF_ISA=avx2:
-// 20-31 GB/s against 36-46). Its packed kernels still read a Q6_K weight packed at AVX-512.
-bool packs_at_level(DType wt) { return packed_level() && !(isa() == Isa::Avx2 && wt == DType::Q6_K); }
+// packed GEMV (4 quant vectors of 6 bits per step, in 256-bit registers) ran at 0.77-0.87x of the
+// row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at GENPERF_ISA=avx2, 32000 x 768 and
+// 11008 x 4096: 39.6 and 39.9 GB/s against 45.5 and 51.4). Its packed kernels still read a Q6_K
+// weight packed at AVX-512.
+bool packs_at_level(DType wt) {
+  return packed_level() && !(isa() == Isa::Avx2 && wt == DType::Q6_K);
+}
 
 // The packed GEMV or GEMM of the selected level (both read the same layout, whichever level
 // packed it), else the scalar packed kernel (which takes any number of rows).

@@ -367,18 +367,16 @@ GP_QINLINE void k4_scales16(const uint8_t* p, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-// Q6_K quant vector i (elements 128h + 32i + 4kk..) of packed step kk of half h, rows 8hr..8hr+7.
-GP_QINLINE __m256i q6_quad(const uint8_t* g, int h, int kk, int i, int hr) {
+// The 4 Q6_K quant vectors of packed step kk of half h (elements 128h + 32i + 4kk.., i = 0..3),
+// rows 8hr..8hr+7: low or high nibbles of ql with bit pair i of qh in bits 4-5.
+GP_QINLINE void q6_quads(const uint8_t* g, int h, int kk, int hr, __m256i* e) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   const uint8_t* piece = g + 288 + 192 * (8 * h + kk) + 32 * hr;
-  const __m256i l = load32(piece + 64 * (i & 1)), qh = load32(piece + 128);
-  const __m256i nib = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-  // Bit pair i of qh to bits 4-5.
-  const __m256i hb = i == 0   ? _mm256_slli_epi16(qh, 4)
-                     : i == 1 ? _mm256_slli_epi16(qh, 2)
-                     : i == 2 ? qh
-                              : _mm256_srli_epi16(qh, 2);
-  return or_and(nib, hb, m30);
+  const __m256i l0 = load32(piece), l1 = load32(piece + 64), qh = load32(piece + 128);
+  e[0] = or_and(_mm256_and_si256(l0, m4), _mm256_slli_epi16(qh, 4), m30);
+  e[1] = or_and(_mm256_and_si256(l1, m4), _mm256_slli_epi16(qh, 2), m30);
+  e[2] = or_and(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), qh, m30);
+  e[3] = or_and(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_srli_epi16(qh, 2), m30);
 }
 
 // Q4_K (kFifth false) and Q5_K: the quants of packed step kk of sub-blocks 2p (lo) and 2p + 1
@@ -539,26 +537,33 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
       __m256 as[TT];
       for (int t = 0; t < TT; ++t) as[t] = _mm256_setzero_ps();
       for (int h = 0; h < 2; ++h)
-        for (int q = 0; q < 2; ++q)  // sub-blocks 8h + 2i + q, i = 0..3
+        for (int q = 0; q < 2; ++q) {  // sub-blocks 8h + 2i + q, i = 0..3
+          __m256i s[TT][4];
+          for (int t = 0; t < TT; ++t)
+            for (int i = 0; i < 4; ++i)
+              s[t][i] = _mm256_set1_epi32(-(int32_t(a.h[2 * bi[t] + 8 * h + 2 * i + q]) << 5));
+          for (int kk = 4 * q; kk < 4 * q + 4; kk += 2) {
+            // The piece's ql and qh loaded once per step for all 4 quant vectors.
+            __m256i e0[4], e1[4];
+            q6_quads(g, h, kk, hr, e0);
+            q6_quads(g, h, kk + 1, hr, e1);
+            for (int t = 0; t < TT; ++t)
+              for (int i = 0; i < 4; ++i) {
+                const int8_t* x = xq[t] + 128 * h + 32 * i + 4 * kk;
+                const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0[i], bcast4(x)),
+                                                   _mm256_maddubs_epi16(e1[i], bcast4(x + 4)));
+                s[t][i] = _mm256_add_epi32(s[t][i], _mm256_madd_epi16(m, ones));
+              }
+          }
           for (int i = 0; i < 4; ++i) {
             const int sb = 8 * h + 2 * i + q;
-            __m256i s[TT];
-            for (int t = 0; t < TT; ++t) s[t] = _mm256_set1_epi32(-(int32_t(a.h[2 * bi[t] + sb]) << 5));
-            for (int kk = 4 * q; kk < 4 * q + 4; kk += 2) {
-              const __m256i e0 = q6_quad(g, h, kk, i, hr), e1 = q6_quad(g, h, kk + 1, i, hr);
-              for (int t = 0; t < TT; ++t) {
-                const int8_t* x = xq[t] + 128 * h + 32 * i + 4 * kk;
-                const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0, bcast4(x)),
-                                                   _mm256_maddubs_epi16(e1, bcast4(x + 4)));
-                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(m, ones));
-              }
-            }
             __m256 scf[2];
             i8x16(g + 32 + 16 * sb, scf);
             for (int t = 0; t < TT; ++t)
-              as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
+              as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][i]),
                                       _mm256_mul_ps(scf[hr], _mm256_set1_ps(a.d[bi[t] + sb / 2])), as[t]);
           }
+        }
       for (int t = 0; t < TT; ++t) acc[t][hr] = _mm256_fmadd_ps(d[hr], as[t], acc[t][hr]);
     }
   }
@@ -684,8 +689,11 @@ void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int64_t Kp, int6
       }
       for (int h = 0; h < 2; ++h)
         for (int kk = 0; kk < 8; ++kk)
-          for (int i = 0; i < 4; ++i)
-            for (int hr = 0; hr < 2; ++hr) put(64 * u + 32 * h + 8 * i + kk, hr, q6_quad(g, h, kk, i, hr));
+          for (int hr = 0; hr < 2; ++hr) {
+            __m256i e[4];
+            q6_quads(g, h, kk, hr, e);
+            for (int i = 0; i < 4; ++i) put(64 * u + 32 * h + 8 * i + kk, hr, e[i]);
+          }
     }
   }
 }
