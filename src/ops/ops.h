@@ -31,12 +31,12 @@ struct LinearOut {
 void linear_many(const Tensor& x, std::span<const LinearOut> outs);
 
 // A linear weight in the layout the machine's fastest kernels read: for Q4_0, Q8_0, Q4_K, Q5_K
-// and Q6_K weights of a multiple of 16 rows on AVX-512 VNNI and AVX2, a copy with rows
-// interleaved in groups of 16 (Layout::kRows16, src/backend/cpu/qpack.h; the same bytes, so the
-// same size); otherwise w itself. A packed result is only a weight for linear and linear_many,
-// which give it the same values as w (the same integer block sums, f32 sums in another order).
-// Pages of w borrowed from a file mapping are dropped once copied. GENPERF_PACK=0 in the
-// environment turns packing off.
+// and Q6_K weights of a multiple of 16 rows on AVX-512 VNNI (Q4_0, Q4_K and Q5_K on AVX2), a
+// copy with rows interleaved in groups of 16 (Layout::kRows16, src/backend/cpu/qpack.h; the same
+// bytes, so the same size); otherwise w itself. A packed result is only a weight for linear and
+// linear_many, which give it the same values as w (the same integer block sums, f32 sums in
+// another order). Pages of w borrowed from a file mapping are dropped once copied.
+// GENPERF_PACK=0 in the environment turns packing off.
 Tensor prepare_weight(const Tensor& w);
 
 // out[T,K] = f32(table[ids[t], :]); ids are checked against the table's rows.

@@ -118,13 +118,14 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 bool packed_level() {
   return (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
 }
-// Whether prepare_weight packs weights of type wt at the selected level. Not Q6_K on AVX2: its
-// packed GEMV (4 quant vectors of 6 bits per step, in 256-bit registers) ran at 0.77-0.87x of the
-// row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at GENPERF_ISA=avx2, 32000 x 768 and
-// 11008 x 4096: 39.6 and 39.9 GB/s against 45.5 and 51.4). Its packed kernels still read a Q6_K
-// weight packed at AVX-512.
+// Whether prepare_weight packs weights of type wt at the selected level. On AVX2 only Q4_0, Q4_K
+// and Q5_K: the packed GEMV of Q6_K (4 quant vectors of 6 bits per step, in 256-bit registers)
+// ran at 0.77-0.87x of the row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at
+// GENPERF_ISA=avx2, 32000 x 768 and 11008 x 4096: 39.6 and 39.9 GB/s against 45.5 and 51.4),
+// and Q8_0's at 0.84-0.97x (41.1 against 48.7 GB/s at 11008 x 4096, 36.8 against 41.0 at
+// 4096 x 11008). Their packed kernels still read a weight packed at AVX-512.
 bool packs_at_level(DType wt) {
-  return packed_level() && !(isa() == Isa::Avx2 && wt == DType::Q6_K);
+  return packed_level() && !(isa() == Isa::Avx2 && (wt == DType::Q6_K || wt == DType::Q8_0));
 }
 
 // The packed GEMV or GEMM of the selected level (both read the same layout, whichever level

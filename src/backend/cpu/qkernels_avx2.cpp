@@ -193,14 +193,9 @@ template <class F>
 void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
           const float* bias, float* y, size_t ldy) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
-  for (int64_t t = 0; t < T; t += 4) {
-    switch (T - t < 4 ? T - t : 4) {
-      case 1: gemv_rows<F, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 2: gemv_rows<F, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 3: gemv_rows<F, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      default: gemv_rows<F, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-    }
-  }
+  by_row_groups(T, [&](auto tt, int64_t t) {
+    gemv_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -399,19 +394,6 @@ GP_QINLINE void k4_pair(const uint8_t* g, int p, int kk, int hr, __m256i& lo, __
   }
 }
 
-template <class F>
-struct PackedUnit;
-template <>
-struct PackedUnit<FmtQ4_0> { static constexpr int kElems = 64, kBytes = 16 * 36; };
-template <>
-struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 64, kBytes = 16 * 68; };
-template <>
-struct PackedUnit<FmtQ4_K> { static constexpr int kElems = 256, kBytes = 16 * 144; };
-template <>
-struct PackedUnit<FmtQ5_K> { static constexpr int kElems = 256, kBytes = 16 * 176; };
-template <>
-struct PackedUnit<FmtQ6_K> { static constexpr int kElems = 256, kBytes = 16 * 210; };
-
 // acc[t][hr] (rows 8hr..8hr+7 of the group, activation row t0 + t) += the products of packed
 // unit g (unit index u). Each half of the group is done on its own: half the registers live.
 template <class F, int TT>
@@ -597,14 +579,9 @@ template <class F>
 void gemv_packed(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
                  const float* bias, float* y, size_t ldy) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
-  for (int64_t t = 0; t < T; t += 4) {
-    switch (T - t < 4 ? T - t : 4) {
-      case 1: gemv_packed_rows<F, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 2: gemv_packed_rows<F, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 3: gemv_packed_rows<F, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      default: gemv_packed_rows<F, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-    }
-  }
+  by_row_groups(T, [&](auto tt, int64_t t) {
+    gemv_packed_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+  });
 }
 
 // The integer GEMM's panel (16 rows: one packed group) from packed weights: the GEMV's unpacking
@@ -738,27 +715,13 @@ QGemvFn qgemm_avx2(DType wt) {
 }
 
 QGemvFn qgemv_packed_avx2(DType wt) {
-  using namespace avx2q;
-  switch (wt) {
-    case DType::Q4_0: return gemv_packed<FmtQ4_0>;
-    case DType::Q8_0: return gemv_packed<FmtQ8_0>;
-    case DType::Q4_K: return gemv_packed<FmtQ4_K>;
-    case DType::Q5_K: return gemv_packed<FmtQ5_K>;
-    case DType::Q6_K: return gemv_packed<FmtQ6_K>;
-    default: return nullptr;
-  }
+  return avx2q::by_packed_format<QGemvFn>(
+      wt, [](auto f) -> QGemvFn { return avx2q::gemv_packed<decltype(f)>; });
 }
 
 QGemvFn qgemm_packed_avx2(DType wt) {
-  using namespace avx2q;
-  switch (wt) {
-    case DType::Q4_0: return gemm<FmtQ4_0, true>;
-    case DType::Q8_0: return gemm<FmtQ8_0, true>;
-    case DType::Q4_K: return gemm<FmtQ4_K, true>;
-    case DType::Q5_K: return gemm<FmtQ5_K, true>;
-    case DType::Q6_K: return gemm<FmtQ6_K, true>;
-    default: return nullptr;
-  }
+  return avx2q::by_packed_format<QGemvFn>(
+      wt, [](auto f) -> QGemvFn { return avx2q::gemm<decltype(f), true>; });
 }
 
 DequantFn dequant_avx2(DType wt) {

@@ -601,40 +601,23 @@ void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
     const int64_t xb = xk4_bytes(a);
     uint8_t* xn = thread_scratch(1, size_t(xb * T));
     for (int64_t t = 0; t < T; ++t) prepare_xk4(a, t, xn + t * xb);
-    for (int64_t t = 0; t < T; t += 4) {
-      const uint8_t* xt = xn + t * xb;
-      switch (T - t < 4 ? T - t : 4) {
-        case 1: gemv_rows_k4<F, kVnni, 1>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        case 2: gemv_rows_k4<F, kVnni, 2>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        case 3: gemv_rows_k4<F, kVnni, 3>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        default: gemv_rows_k4<F, kVnni, 4>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-      }
-    }
+    by_row_groups(T, [&](auto tt, int64_t t) {
+      gemv_rows_k4<F, kVnni, decltype(tt)::value>(a, t, xn + t * xb, wb, ldw, n0, n1, bias, y, ldy);
+    });
     return;
   }
   if constexpr (kNibbleOrder<F>) {
     const int64_t xb = xnib_bytes(a);
     uint8_t* xn = thread_scratch(1, size_t(xb * T));
     for (int64_t t = 0; t < T; ++t) prepare_xnib<F>(a, t, xn + t * xb);
-    for (int64_t t = 0; t < T; t += 4) {
-      const uint8_t* xt = xn + t * xb;
-      switch (T - t < 4 ? T - t : 4) {
-        case 1: gemv_rows_nib<F, kVnni, 1>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        case 2: gemv_rows_nib<F, kVnni, 2>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        case 3: gemv_rows_nib<F, kVnni, 3>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-        default: gemv_rows_nib<F, kVnni, 4>(a, t, xt, wb, ldw, n0, n1, bias, y, ldy); break;
-      }
-    }
+    by_row_groups(T, [&](auto tt, int64_t t) {
+      gemv_rows_nib<F, kVnni, decltype(tt)::value>(a, t, xn + t * xb, wb, ldw, n0, n1, bias, y, ldy);
+    });
     return;
   }
-  for (int64_t t = 0; t < T; t += 4) {
-    switch (T - t < 4 ? T - t : 4) {
-      case 1: gemv_rows<F, kVnni, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 2: gemv_rows<F, kVnni, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 3: gemv_rows<F, kVnni, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      default: gemv_rows<F, kVnni, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-    }
-  }
+  by_row_groups(T, [&](auto tt, int64_t t) {
+    gemv_rows<F, kVnni, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,19 +816,6 @@ GP_QINLINE void k4_pair(const uint8_t* g, int p, int kk, __m512i& lo, __m512i& h
   }
 }
 
-template <class F>
-struct PackedUnit;
-template <>
-struct PackedUnit<FmtQ4_0> { static constexpr int kElems = 64, kBytes = 16 * 36; };
-template <>
-struct PackedUnit<FmtQ8_0> { static constexpr int kElems = 64, kBytes = 16 * 68; };
-template <>
-struct PackedUnit<FmtQ4_K> { static constexpr int kElems = 256, kBytes = 16 * 144; };
-template <>
-struct PackedUnit<FmtQ5_K> { static constexpr int kElems = 256, kBytes = 16 * 176; };
-template <>
-struct PackedUnit<FmtQ6_K> { static constexpr int kElems = 256, kBytes = 16 * 210; };
-
 // acc[t] (16 rows of activation row t0 + t) += the products of packed unit g (unit index u).
 template <class F, int TT>
 GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t t0, __m512* acc) {
@@ -981,14 +951,9 @@ template <class F>
 void gemv_packed(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
                  const float* bias, float* y, size_t ldy) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
-  for (int64_t t = 0; t < T; t += 4) {
-    switch (T - t < 4 ? T - t : 4) {
-      case 1: gemv_packed_rows<F, 1>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 2: gemv_packed_rows<F, 2>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      case 3: gemv_packed_rows<F, 3>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-      default: gemv_packed_rows<F, 4>(a, t, wb, ldw, n0, n1, bias, y, ldy); break;
-    }
-  }
+  by_row_groups(T, [&](auto tt, int64_t t) {
+    gemv_packed_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+  });
 }
 
 // The integer GEMM's panel (32 rows; rows 16..31 zero when rows = 16) from packed weights: the
@@ -1120,27 +1085,13 @@ QGemvFn qgemm_avx512(DType wt, bool vnni) {
 }
 
 QGemvFn qgemv_packed_avx512(DType wt) {
-  using namespace avx512q;
-  switch (wt) {
-    case DType::Q4_0: return gemv_packed<FmtQ4_0>;
-    case DType::Q8_0: return gemv_packed<FmtQ8_0>;
-    case DType::Q4_K: return gemv_packed<FmtQ4_K>;
-    case DType::Q5_K: return gemv_packed<FmtQ5_K>;
-    case DType::Q6_K: return gemv_packed<FmtQ6_K>;
-    default: return nullptr;
-  }
+  return avx512q::by_packed_format<QGemvFn>(
+      wt, [](auto f) -> QGemvFn { return avx512q::gemv_packed<decltype(f)>; });
 }
 
 QGemvFn qgemm_packed_avx512(DType wt) {
-  using namespace avx512q;
-  switch (wt) {
-    case DType::Q4_0: return gemm<FmtQ4_0, true, true>;
-    case DType::Q8_0: return gemm<FmtQ8_0, true, true>;
-    case DType::Q4_K: return gemm<FmtQ4_K, true, true>;
-    case DType::Q5_K: return gemm<FmtQ5_K, true, true>;
-    case DType::Q6_K: return gemm<FmtQ6_K, true, true>;
-    default: return nullptr;
-  }
+  return avx512q::by_packed_format<QGemvFn>(
+      wt, [](auto f) -> QGemvFn { return avx512q::gemm<decltype(f), true, true>; });
 }
 
 Bf16DequantFn dequant_bf16_avx512(DType wt) {
