@@ -617,7 +617,7 @@ TEST(QLinear, VectorizedDequantizationMatchesTheTraitsTable) {
 
 TEST(QLinear, IntegerGemmTilesAndRowRanges) {
   // The integer GEMMs (prefill) against the scalar GEMV: every tail of the tiles (6 rows on
-  // AVX-512, 2 on AVX2), row ranges that start and end inside a panel (32 rows on AVX-512, 16 on
+  // AVX-512, 3 on AVX2), row ranges that start and end inside a panel (32 rows on AVX-512, 16 on
   // AVX2; the columns outside are left alone), a ragged last chunk (K = 736: 2 chunks + 7
   // blocks) and a K of 11008 (43 chunks).
   IsaLevels isas;
