@@ -339,6 +339,13 @@ GP_QINLINE void i8x16(const uint8_t* p, __m256* v) {
   v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
   v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(b, b)));
 }
+// 8 unsigned / signed bytes at p as f32 (the rows of one half of a group).
+GP_QINLINE __m256 u8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+GP_QINLINE __m256 i8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 GP_QINLINE __m256i load32(const uint8_t* p) { return loadu256(p); }
 // a | (b & m): AVX-512's ternary-logic 0xF8.
 GP_QINLINE __m256i or_and(__m256i a, __m256i b, __m256i m) {
@@ -372,6 +379,14 @@ GP_QINLINE void q6_quads(const uint8_t* g, int h, int kk, int hr, __m256i* e) {
   e[1] = or_and(_mm256_and_si256(l1, m4), _mm256_slli_epi16(qh, 2), m30);
   e[2] = or_and(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), qh, m30);
   e[3] = or_and(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_srli_epi16(qh, 2), m30);
+}
+
+// A packed Q4_K / Q5_K unit's super-block scales of 16 rows: d and dmin (rows 0-7, 8-15) and the
+// sub-block scales and mins as bytes (k4_scales16).
+GP_QINLINE void k4_unit_scales(const uint8_t* g, uint8_t* sc, uint8_t* mn, __m256* d, __m256* dmin) {
+  k4_scales16(g + 64, sc, mn);
+  f16x16(g, d);
+  f16x16(g + 32, dmin);
 }
 
 // Q4_K (kFifth false) and Q5_K: the quants of packed step kk of sub-blocks 2p (lo) and 2p + 1
@@ -468,10 +483,8 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
     constexpr bool kFifth = std::is_same_v<F, FmtQ5_K>;
     constexpr int kSum = G::kSum;  // steps per vpmaddwd: 4 for both (u <= 15, 31)
     alignas(32) uint8_t sc[128], mn[128];
-    k4_scales16(g + 64, sc, mn);
     __m256 d[2], dmin[2];
-    f16x16(g, d);
-    f16x16(g + 32, dmin);
+    k4_unit_scales(g, sc, mn, d, dmin);
     for (int hr = 0; hr < 2; ++hr) {
       __m256 as[TT], am[TT];
       for (int t = 0; t < TT; ++t) as[t] = am[t] = _mm256_setzero_ps();
@@ -495,17 +508,15 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
             sh[t] = _mm256_add_epi32(sh[t], _mm256_madd_epi16(mh[t], ones));
           }
         }
-        __m256 sc0[2], sc1[2], mn0[2], mn1[2];
-        u8x16(sc + 32 * p, sc0);
-        u8x16(sc + 32 * p + 16, sc1);
-        u8x16(mn + 32 * p, mn0);
-        u8x16(mn + 32 * p + 16, mn1);
+        // This half's rows only (8 of the 16 bytes of each sub-block).
+        const __m256 sc0 = u8x8(sc + 32 * p + 8 * hr), sc1 = u8x8(sc + 32 * p + 16 + 8 * hr);
+        const __m256 mn0 = u8x8(mn + 32 * p + 8 * hr), mn1 = u8x8(mn + 32 * p + 16 + 8 * hr);
         for (int t = 0; t < TT; ++t) {
           const int64_t b = bi[t] + 2 * p;
-          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl[t]), _mm256_mul_ps(sc0[hr], _mm256_set1_ps(a.d[b])), as[t]);
-          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh[t]), _mm256_mul_ps(sc1[hr], _mm256_set1_ps(a.d[b + 1])), as[t]);
-          am[t] = _mm256_fmadd_ps(mn0[hr], _mm256_set1_ps(a.ds[b]), am[t]);
-          am[t] = _mm256_fmadd_ps(mn1[hr], _mm256_set1_ps(a.ds[b + 1]), am[t]);
+          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sl[t]), _mm256_mul_ps(sc0, _mm256_set1_ps(a.d[b])), as[t]);
+          as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sh[t]), _mm256_mul_ps(sc1, _mm256_set1_ps(a.d[b + 1])), as[t]);
+          am[t] = _mm256_fmadd_ps(mn0, _mm256_set1_ps(a.ds[b]), am[t]);
+          am[t] = _mm256_fmadd_ps(mn1, _mm256_set1_ps(a.ds[b + 1]), am[t]);
         }
       }
       for (int t = 0; t < TT; ++t)
@@ -539,11 +550,10 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
           }
           for (int i = 0; i < 4; ++i) {
             const int sb = 8 * h + 2 * i + q;
-            __m256 scf[2];
-            i8x16(g + 32 + 16 * sb, scf);
+            const __m256 scf = i8x8(g + 32 + 16 * sb + 8 * hr);
             for (int t = 0; t < TT; ++t)
               as[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][i]),
-                                      _mm256_mul_ps(scf[hr], _mm256_set1_ps(a.d[bi[t] + sb / 2])), as[t]);
+                                      _mm256_mul_ps(scf, _mm256_set1_ps(a.d[bi[t] + sb / 2])), as[t]);
           }
         }
       for (int t = 0; t < TT; ++t) acc[t][hr] = _mm256_fmadd_ps(d[hr], as[t], acc[t][hr]);
@@ -632,10 +642,8 @@ void pack_panel_packed(const uint8_t* w, size_t ldw, int64_t n, int64_t Kp, int6
       }
     } else if constexpr (std::is_same_v<F, FmtQ4_K> || std::is_same_v<F, FmtQ5_K>) {
       alignas(32) uint8_t sc[128], mn[128];
-      k4_scales16(g + 64, sc, mn);
       __m256 d[2], dmin[2];
-      f16x16(g, d);
-      f16x16(g + 32, dmin);
+      k4_unit_scales(g, sc, mn, d, dmin);
       for (int j = 0; j < 8; ++j) {
         __m256 s[2], m[2];
         u8x16(sc + 16 * j, s);
