@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const auto& f = cpu_features();
   std::printf("cpu: %s\nisa flags: %s\nkernel isa: %s, threads: %d\n", f.model.c_str(),
-              f.flags().c_str(), isa_name(isa()), num_threads());
+              f.flags().c_str(), isa_path(), num_threads());
   const Peaks& p = peaks();
   std::printf(
       "read bandwidth: %.1f GB/s; GEMM 2048^3 peak: f32 %.0f, f16 %.0f, bf16 %.0f GFLOP/s\n",

@@ -17,11 +17,20 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // Kernel ISA levels, lowest first. The chosen level is the best the CPU supports, lowered by the
-// environment variable GENPERF_ISA=generic|avx2|avx512 (for testing every path on one machine).
+// environment variable GENPERF_ISA=generic|avx2|avxvnni|avx512 (for testing every path on one
+// machine; avx2 and avxvnni are both the AVX2 level, see avx_vnni()).
 enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
 Isa isa();
 const char* isa_name(Isa i);
 void set_isa(Isa i);  // for tests: clamps to what the CPU supports
+
+// Whether the AVX2 level's integer kernels take AVX-VNNI (vpdpbusd on 256-bit registers; Intel
+// since Alder Lake and Sierra Forest, AMD since Zen 5): the CPU has it and GENPERF_ISA is not
+// "avx2", which runs the AVX2 level as on a CPU without it (Haswell to Comet Lake, Zen 1 to 3).
+// Fixed for the process.
+bool avx_vnni();
+// The selected path as reports name it: isa_name(isa()), "avx2+avxvnni" where avx_vnni() applies.
+const char* isa_path();
 
 // Threads used by kernels (OpenMP). Default: GENPERF_THREADS, else OMP_NUM_THREADS, else the
 // number of cores available to the process.

@@ -54,7 +54,7 @@ Provenance provenance(const std::string& command) {
   const auto& f = cpu_features();
   p.cpu = f.model;
   p.isa_flags = f.flags();
-  p.isa_path = isa_name(isa());
+  p.isa_path = isa_path();
   p.threads = num_threads();
   p.commit = GENPERF_COMMIT;
   p.build_type = GENPERF_BUILD_TYPE;

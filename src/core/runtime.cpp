@@ -67,9 +67,9 @@ Isa initial_isa() {
   if (const char* e = std::getenv("GENPERF_ISA")) {
     Isa want = best;
     if (!std::strcmp(e, "generic")) want = Isa::Generic;
-    else if (!std::strcmp(e, "avx2")) want = Isa::Avx2;
+    else if (!std::strcmp(e, "avx2") || !std::strcmp(e, "avxvnni")) want = Isa::Avx2;
     else if (!std::strcmp(e, "avx512")) want = Isa::Avx512;
-    else fail("[runtime] GENPERF_ISA='", e, "' (expected generic, avx2 or avx512)");
+    else fail("[runtime] GENPERF_ISA='", e, "' (expected generic, avx2, avxvnni or avx512)");
     if (int(want) < int(best)) best = want;
   }
   return best;
@@ -100,6 +100,18 @@ Isa isa() {
     g_isa.store(v);
   }
   return Isa(v);
+}
+
+bool avx_vnni() {
+  static const bool on = [] {
+    const char* e = std::getenv("GENPERF_ISA");
+    return cpu_features().avx_vnni && !(e && !std::strcmp(e, "avx2"));
+  }();
+  return on;
+}
+
+const char* isa_path() {
+  return isa() == Isa::Avx2 && avx_vnni() ? "avx2+avxvnni" : isa_name(isa());
 }
 
 void set_isa(Isa i) {

@@ -65,14 +65,16 @@ std::vector<std::pair<std::string, cpu::QuantizeActFn>> quantizers() {
 }
 
 // Every integer GEMV this CPU runs: per ISA level, and AVX-512 without VNNI where it has VNNI;
-// then the integer GEMMs (prefill) under the same contract.
+// then the integer GEMMs (prefill) under the same contract, with and without VNNI where it has
+// VNNI (AVX-VNNI at the AVX2 level).
 std::vector<std::pair<std::string, cpu::QGemvFn>> gemvs(DType wt) {
   std::vector<std::pair<std::string, cpu::QGemvFn>> g = {{"generic", cpu::qgemv_generic(wt)}};
   IsaLevels isas;
   for (Isa l : isas.levels()) {
     if (l == Isa::Avx2) {
       g.push_back({"avx2", cpu::qgemv_avx2(wt)});
-      g.push_back({"avx2-gemm", cpu::qgemm_avx2(wt)});
+      g.push_back({"avx2-gemm", cpu::qgemm_avx2(wt, false)});
+      if (cpu_features().avx_vnni) g.push_back({"avx2-vnni-gemm", cpu::qgemm_avx2(wt, true)});
     }
     if (l == Isa::Avx512) {
       const bool vnni = cpu_features().avx512_vnni;
@@ -625,7 +627,8 @@ TEST(QLinear, IntegerGemmTilesAndRowRanges) {
   Rng rng(announce_seed(50, "QLinear.IntegerGemmTilesAndRowRanges"));
   const bool avx512 = isas.levels().back() == Isa::Avx512, vnni = cpu_features().avx512_vnni;
   for (DType wt : kFormats) {
-    std::vector<std::pair<std::string, cpu::QGemvFn>> fns = {{"avx2", cpu::qgemm_avx2(wt)}};
+    std::vector<std::pair<std::string, cpu::QGemvFn>> fns = {{"avx2", cpu::qgemm_avx2(wt, false)}};
+    if (cpu_features().avx_vnni) fns.push_back({"avx2 vnni", cpu::qgemm_avx2(wt, true)});
     if (avx512) {
       fns.push_back({vnni ? "avx512 vnni" : "avx512", cpu::qgemm_avx512(wt, vnni)});
       if (vnni) fns.push_back({"avx512 novnni", cpu::qgemm_avx512(wt, false)});
@@ -739,8 +742,12 @@ std::vector<std::pair<std::string, cpu::QGemvFn>> packed_kernels(DType wt) {
   std::vector<std::pair<std::string, cpu::QGemvFn>> k = {{"generic", cpu::qgemv_packed_generic(wt)}};
   IsaLevels isas;
   if (isas.levels().back() != Isa::Generic) {
-    k.push_back({"avx2", cpu::qgemv_packed_avx2(wt)});
-    k.push_back({"avx2-gemm", cpu::qgemm_packed_avx2(wt)});
+    k.push_back({"avx2", cpu::qgemv_packed_avx2(wt, false)});
+    k.push_back({"avx2-gemm", cpu::qgemm_packed_avx2(wt, false)});
+    if (cpu_features().avx_vnni) {
+      k.push_back({"avx2-vnni", cpu::qgemv_packed_avx2(wt, true)});
+      k.push_back({"avx2-vnni-gemm", cpu::qgemm_packed_avx2(wt, true)});
+    }
   }
   if (isa() == Isa::Avx512 && cpu_features().avx512_vnni) {
     k.push_back({"avx512", cpu::qgemv_packed_avx512(wt)});
@@ -832,9 +839,10 @@ TEST(QPack, LinearOnPreparedWeightsMatchesTheStoredOnes) {
     const int64_t K = is_k_quant(wt) ? 768 : 704, N = 80;
     const Tensor w = random_tensor({N, K}, DType::F32, rng, 0.1).to(wt);
     const Tensor p = ops::prepare_weight(w);
-    // (Not on AVX-512 without VNNI, nor Q6_K and Q8_0 on AVX2, whose packed GEMV was the slower.)
+    // (Not on AVX-512 without VNNI, nor Q6_K on AVX2, nor Q8_0 on AVX2 without AVX-VNNI: their
+    // packed GEMV was the slower.)
     const bool packs = (isa() == Isa::Avx512 && cpu_features().avx512_vnni) ||
-                       (isa() == Isa::Avx2 && wt != DType::Q6_K && wt != DType::Q8_0);
+                       (isa() == Isa::Avx2 && wt != DType::Q6_K && (wt != DType::Q8_0 || avx_vnni()));
     EXPECT_EQ(p.layout() == Layout::kRows16, packs) << dtype_name(wt);
     if (!packs) continue;
     const Tensor b = random_tensor({N}, DType::F32, rng);

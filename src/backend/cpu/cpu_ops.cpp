@@ -118,20 +118,26 @@ bool packed(const Tensor& w) { return w.layout() == Layout::kRows16; }
 bool packed_level() {
   return (isa() == Isa::Avx512 && cpu_features().avx512_vnni) || isa() == Isa::Avx2;
 }
-// Whether prepare_weight packs weights of type wt at the selected level. On AVX2 only Q4_0, Q4_K
-// and Q5_K: the packed GEMV of Q6_K (4 quant vectors of 6 bits per step, in 256-bit registers)
-// ran at 0.77-0.87x of the row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at
-// GENPERF_ISA=avx2, 32000 x 768 and 11008 x 4096: 39.6 and 39.9 GB/s against 45.5 and 51.4),
-// and Q8_0's at 0.84-0.97x (41.1 against 48.7 GB/s at 11008 x 4096, 36.8 against 41.0 at
-// 4096 x 11008). Their packed kernels still read a weight packed at AVX-512.
+// Whether prepare_weight packs weights of type wt at the selected level. On AVX2 not Q6_K: its
+// packed GEMV (4 quant vectors of 6 bits per step, in 256-bit registers) ran at 0.77-0.87x of the
+// row kernel (bench_kernels BM_QGemv, 2 threads, Zen 5 at GENPERF_ISA=avx2, 32000 x 768 and
+// 11008 x 4096: 39.6 and 39.9 GB/s against 45.5 and 51.4; with AVX-VNNI 33.8 and 40.7 against
+// 45.3 and 49.7). Q8_0 only with AVX-VNNI: without it, its packed GEMV ran at 0.84-0.97x (41.1
+// against 48.7 GB/s at 11008 x 4096, 36.8 against 41.0 at 4096 x 11008); with it, one vpdpbusd
+// reads the packed (flipped) bytes as they are, and from cache (one core, 512 x 768 and
+// 128 x 4096) it ran 1.74-1.85x the rows (43.5 -> 60.9 GB/s over the packed kernel without it).
+// Their packed kernels still read a weight packed at AVX-512.
 bool packs_at_level(DType wt) {
-  return packed_level() && !(isa() == Isa::Avx2 && (wt == DType::Q6_K || wt == DType::Q8_0));
+  if (!packed_level()) return false;
+  if (isa() != Isa::Avx2) return true;
+  return wt != DType::Q6_K && (wt != DType::Q8_0 || avx_vnni());
 }
 
 // The packed GEMV or GEMM of the selected level (both read the same layout, whichever level
 // packed it), else the scalar packed kernel (which takes any number of rows).
 QGemvFn packed_kernel(DType wt, bool gemm) {
-  if (isa() == Isa::Avx2) return gemm ? qgemm_packed_avx2(wt) : qgemv_packed_avx2(wt);
+  if (isa() == Isa::Avx2)
+    return gemm ? qgemm_packed_avx2(wt, avx_vnni()) : qgemv_packed_avx2(wt, avx_vnni());
   if (packed_level()) return gemm ? qgemm_packed_avx512(wt) : qgemv_packed_avx512(wt);
   return qgemv_packed_generic(wt);
 }
@@ -140,7 +146,7 @@ QGemvFn packed_kernel(DType wt, bool gemm) {
 // weight always has one, since the decoded panels cannot read it.
 QGemvFn qgemm_for(const Tensor& w) {
   if (packed(w)) return packed_kernel(w.dtype(), true);
-  if (isa() == Isa::Avx2) return qgemm_avx2(w.dtype());
+  if (isa() == Isa::Avx2) return qgemm_avx2(w.dtype(), avx_vnni());
   if (isa() != Isa::Avx512) return nullptr;
   return qgemm_avx512(w.dtype(), cpu_features().avx512_vnni);
 }

@@ -41,6 +41,7 @@ dnnl::engine& engine() {
   static dnnl::engine e = [] {
     if (const char* s = std::getenv("GENPERF_ISA")) {
       if (!std::strcmp(s, "avx2")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      if (!std::strcmp(s, "avxvnni")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
       if (!std::strcmp(s, "generic")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
     }
     return dnnl::engine(dnnl::engine::kind::cpu, 0);

@@ -67,8 +67,10 @@ void quantize_act_generic(const float* x, const QAct& a, int64_t t);
 QGemvFn qgemv_generic(DType wt);
 
 // The SIMD levels' kernels, null for a type without one. AVX-512 has a VNNI variant (vpdpbusd)
-// and one in AVX-512BW alone (vpmaddubsw + vpmaddwd); the table takes the one the CPU runs,
-// tests may call either where the CPU has VNNI.
+// and one in AVX-512BW alone (vpmaddubsw + vpmaddwd); so do the AVX2 level's GEMM and packed
+// kernels (vpdpbusd on 256-bit registers with AVX-VNNI, qkernels_avxvnni.cpp; its row GEMV has
+// one variant). The table takes the one the CPU runs (avx_vnni() at AVX2), tests may call either
+// where the CPU has VNNI.
 void quantize_act_avx2(const float* x, const QAct& a, int64_t t);
 QGemvFn qgemv_avx2(DType wt);
 void quantize_act_avx512(const float* x, const QAct& a, int64_t t);
@@ -80,8 +82,9 @@ QGemvFn qgemv_avx512(DType wt, bool vnni);
 // (qkernels_avx512.cpp). Null for Q8_0 on AVX-512 without VNNI (its flipped bytes would
 // saturate vpmaddubsw).
 QGemvFn qgemm_avx512(DType wt, bool vnni);
-// The same in AVX2 (vpmaddubsw + vpmaddwd; panels of 16 rows; Q8_0 through the sign trick).
-QGemvFn qgemm_avx2(DType wt);
+// The same in AVX2 (vpmaddubsw + vpmaddwd, or vpdpbusd; panels of 16 rows; Q8_0 through the
+// sign trick).
+QGemvFn qgemm_avx2(DType wt, bool vnni);
 
 // A thread's scratch buffer number `slot` (0 to 3) of at least n bytes, 64-byte aligned; valid
 // until the thread's next call with the same slot. Kept apart from the SIMD files (compiled with
@@ -96,8 +99,8 @@ uint8_t* thread_scratch(int slot, size_t n);
 // rows at a time and runs qgemv_generic.
 QGemvFn qgemv_packed_avx512(DType wt);
 QGemvFn qgemm_packed_avx512(DType wt);
-QGemvFn qgemv_packed_avx2(DType wt);
-QGemvFn qgemm_packed_avx2(DType wt);
+QGemvFn qgemv_packed_avx2(DType wt, bool vnni);
+QGemvFn qgemm_packed_avx2(DType wt, bool vnni);
 QGemvFn qgemv_packed_generic(DType wt);
 
 // Row dequantization to f32 (vectorized), the same values as traits(wt).to_f32 within one

@@ -2,6 +2,11 @@
 // GEMM, and row dequantization. Bytes multiply with vpmaddubsw (unsigned x signed, pairs summed
 // to int16; no pair of these formats can saturate it: 2 * 63 * 127 for Q6_K, 2 * 128 * 127 for
 // Q8_0 through the sign trick) and vpmaddwd widens to int32. Compiled with -mavx2 -mfma -mf16c.
+//
+// qkernels_avxvnni.cpp compiles this file a second time with GP_QK_AVXVNNI set and -mavxvnni:
+// the same kernels in their own namespace, where one vpdpbusd (4 byte products per int32 lane,
+// added to it) takes the place of each vpmaddubsw + vpmaddwd + add, and the int16 pair sums
+// are not needed. Only the GEMM and packed-kernel entry points of that compilation are used.
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -12,8 +17,31 @@
 
 #include "backend/cpu/qkernels.h"
 
-namespace genperf::cpu::avx2q {
+#ifndef GP_QK_AVXVNNI
+#define GP_QK_AVXVNNI 0
+#endif
+#if GP_QK_AVXVNNI
+#define GP_QK_NS avxvnniq
+#else
+#define GP_QK_NS avx2q
+#endif
+
+namespace genperf::cpu::GP_QK_NS {
 namespace {
+
+// Whether this compilation has vpdpbusd on 256-bit registers.
+constexpr bool kVnni = GP_QK_AVXVNNI;
+
+// acc + per int32 lane the sum of the 4 products of its unsigned bytes in u and signed bytes in
+// x: one vpdpbusd, or without VNNI vpmaddubsw + vpmaddwd + add (exact where no pair of products
+// saturates int16, which holds for every caller).
+GP_QINLINE __m256i dot4(__m256i acc, __m256i u, __m256i x) {
+#if GP_QK_AVXVNNI
+  return _mm256_dpbusd_avx_epi32(acc, u, x);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+#endif
+}
 
 // 32 bytes, byte i = 0x10 where bit i of v is set: byte k of v copied to bytes 8k..8k+7, each
 // tested against its own bit.
@@ -49,6 +77,7 @@ GP_QINLINE int32_t hsum_i32(__m256i a) {
 // Activation quantization (qkernels.h): the scalar level's arithmetic, 8 lanes at a time; the
 // products x * (127 / amax) round to nearest even as nearbyintf does.
 
+#if !GP_QK_AVXVNNI
 void quantize_act(const float* x, const QAct& a, int64_t t) {
   int8_t* q = a.qs + t * a.Kp;
   float* d = a.d + t * a.nb;
@@ -99,6 +128,7 @@ void quantize_act(const float* x, const QAct& a, int64_t t) {
     ds[b] = d[b] * float(s[b]);
   }
 }
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // GEMV. Per weight row, chunk by chunk: unpack 8 blocks, then per activation row the 8 block
@@ -267,6 +297,24 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
   for (int64_t g = 0; g < groups; ++g) {
     __m256i ia[2][TT];
     begin_group<QV, F, G::kShift, TT>(a, t0, g, ia);
+    if constexpr (kVnni) {
+      for (int s = 0; s < kSteps; ++s, wp += 4 * kPanelRows) {
+        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp)),
+                      w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
+        // Q8_0: |w| against x * sign(w), as below.
+        const __m256i u0 = F::kSigned ? _mm256_sign_epi8(w0, w0) : w0,
+                      u1 = F::kSigned ? _mm256_sign_epi8(w1, w1) : w1;
+        for (int t = 0; t < TT; ++t) {
+          int32_t xv;
+          memcpy(&xv, xq[t] + g * G::kGroup + 4 * s, 4);
+          const __m256i xb = _mm256_set1_epi32(xv);
+          ia[0][t] = dot4(ia[0][t], u0, F::kSigned ? _mm256_sign_epi8(xb, w0) : xb);
+          ia[1][t] = dot4(ia[1][t], u1, F::kSigned ? _mm256_sign_epi8(xb, w1) : xb);
+        }
+      }
+      end_group<QV, F, TT>(p, a, t0, g, ia, acc);
+      continue;
+    }
     for (int s = 0; s < kSteps; s += G::kSum) {
       __m256i m[2][TT];
       for (int k = 0; k < G::kSum; ++k, wp += 4 * kPanelRows) {
@@ -440,6 +488,18 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
         }
         for (int t = 0; t < TT; ++t) {
           const int8_t* x = xq[t] + 32 * b;
+          if constexpr (kVnni) {  // two chains (alternate steps) for latency
+            __m256i p0 = _mm256_set1_epi32(-(a.s[bi[t] + b] << 3)), p1 = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k += 2) {
+              p0 = dot4(p0, w[k], bcast4(x + 4 * k));
+              p1 = dot4(p1, w[k + 1], bcast4(x + 4 * k + 4));
+              p0 = dot4(p0, w[4 + k], bcast4(x + 16 + 4 * k));
+              p1 = dot4(p1, w[5 + k], bcast4(x + 20 + 4 * k));
+            }
+            acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)),
+                                         _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
+            continue;
+          }
           __m256i m = _mm256_maddubs_epi16(w[0], bcast4(x));
           for (int k = 1; k < 4; ++k) m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[k], bcast4(x + 4 * k)));
           for (int k = 0; k < 4; ++k)
@@ -461,7 +521,21 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
       for (int hr = 0; hr < 2; ++hr) {
         __m256i p0[TT], p1[TT];
         for (int t = 0; t < TT; ++t) p0[t] = p1[t] = _mm256_setzero_si256();
-        for (int k = 0; k < 8; ++k) {
+        if constexpr (kVnni) {
+          // The packed bytes are w + 128 as unsigned: the sums start at -128 s.
+          for (int t = 0; t < TT; ++t) p0[t] = _mm256_set1_epi32(-(a.s[bi[t] + b] << 7));
+          for (int k = 0; k < 8; ++k) {
+            const __m256i wf = load32(q + 64 * k + 32 * hr);
+            for (int t = 0; t < TT; ++t) {
+              const __m256i xb = bcast4(xq[t] + 32 * b + 4 * k);
+              if (k % 2 == 0)
+                p0[t] = dot4(p0[t], wf, xb);
+              else
+                p1[t] = dot4(p1[t], wf, xb);
+            }
+          }
+        }
+        for (int k = 0; k < 8 && !kVnni; ++k) {
           const __m256i w = _mm256_xor_si256(load32(q + 64 * k + 32 * hr), flip);
           const __m256i aw = _mm256_sign_epi8(w, w);
           for (int t = 0; t < TT; ++t) {
@@ -491,7 +565,17 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
         __m256i sl[TT], sh[TT];
         for (int t = 0; t < TT; ++t) sl[t] = sh[t] = _mm256_setzero_si256();
-        for (int k0 = 0; k0 < 8; k0 += kSum) {
+        if constexpr (kVnni) {
+          for (int kk = 0; kk < 8; ++kk) {
+            __m256i lo, hi;
+            k4_pair<kFifth>(g, p, kk, hr, lo, hi);
+            for (int t = 0; t < TT; ++t) {
+              sl[t] = dot4(sl[t], lo, bcast4(xq[t] + 64 * p + 4 * kk));
+              sh[t] = dot4(sh[t], hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
+            }
+          }
+        }
+        for (int k0 = 0; k0 < 8 && !kVnni; k0 += kSum) {
           __m256i ml[TT], mh[TT];
           for (int kk = k0; kk < k0 + kSum; ++kk) {
             __m256i lo, hi;
@@ -543,6 +627,10 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
             for (int t = 0; t < TT; ++t)
               for (int i = 0; i < 4; ++i) {
                 const int8_t* x = xq[t] + 128 * h + 32 * i + 4 * kk;
+                if constexpr (kVnni) {
+                  s[t][i] = dot4(dot4(s[t][i], e0[i], bcast4(x)), e1[i], bcast4(x + 4));
+                  continue;
+                }
                 const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0[i], bcast4(x)),
                                                    _mm256_maddubs_epi16(e1[i], bcast4(x + 4)));
                 s[t][i] = _mm256_add_epi32(s[t][i], _mm256_madd_epi16(m, ones));
@@ -708,28 +796,45 @@ void gemm(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64
 }
 
 }  // namespace
-}  // namespace genperf::cpu::avx2q
 
+// This compilation's GEMM and packed GEMV entry points (qkernels.h's, for one of the two). The
+// row GEMV has one variant: its vpdpbusd form was no faster from cache (one core, Zen 5, 512 x 768
+// and 128 x 4096, three alternating rounds: Q4_0 0.99-1.01x, Q4_K 1.02-1.04x, Q8_0 0.90-0.94x,
+// Q6_K 0.88-0.95x).
+QGemvFn gemm_for(DType wt) {
+  return by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemm<decltype(f)>; });
+}
+QGemvFn gemv_packed_for(DType wt) {
+  return by_packed_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemv_packed<decltype(f)>; });
+}
+QGemvFn gemm_packed_for(DType wt) {
+  return by_packed_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemm<decltype(f), true>; });
+}
+
+}  // namespace genperf::cpu::GP_QK_NS
+
+#if !GP_QK_AVXVNNI
 namespace genperf::cpu {
+
+namespace avxvnniq {  // qkernels_avxvnni.cpp
+QGemvFn gemm_for(DType wt);
+QGemvFn gemv_packed_for(DType wt);
+QGemvFn gemm_packed_for(DType wt);
+}  // namespace avxvnniq
 
 void quantize_act_avx2(const float* x, const QAct& a, int64_t t) { avx2q::quantize_act(x, a, t); }
 
 QGemvFn qgemv_avx2(DType wt) {
   return avx2q::by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return avx2q::gemv<decltype(f)>; });
 }
-
-QGemvFn qgemm_avx2(DType wt) {
-  return avx2q::by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return avx2q::gemm<decltype(f)>; });
+QGemvFn qgemm_avx2(DType wt, bool vnni) {
+  return vnni ? avxvnniq::gemm_for(wt) : avx2q::gemm_for(wt);
 }
-
-QGemvFn qgemv_packed_avx2(DType wt) {
-  return avx2q::by_packed_format<QGemvFn>(
-      wt, [](auto f) -> QGemvFn { return avx2q::gemv_packed<decltype(f)>; });
+QGemvFn qgemv_packed_avx2(DType wt, bool vnni) {
+  return vnni ? avxvnniq::gemv_packed_for(wt) : avx2q::gemv_packed_for(wt);
 }
-
-QGemvFn qgemm_packed_avx2(DType wt) {
-  return avx2q::by_packed_format<QGemvFn>(
-      wt, [](auto f) -> QGemvFn { return avx2q::gemm<decltype(f), true>; });
+QGemvFn qgemm_packed_avx2(DType wt, bool vnni) {
+  return vnni ? avxvnniq::gemm_packed_for(wt) : avx2q::gemm_packed_for(wt);
 }
 
 DequantFn dequant_avx2(DType wt) {
@@ -738,3 +843,4 @@ DequantFn dequant_avx2(DType wt) {
 }
 
 }  // namespace genperf::cpu
+#endif
