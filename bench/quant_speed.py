@@ -13,6 +13,10 @@ Never run in CI (minutes; needs an otherwise idle machine).
 --stored also runs every quantized file with GENPERF_PACK=0 (weights kept in their stored row
 layout instead of ops::prepare_weight's packed one), in the same rounds, as rows "<format> stored",
 and reports the per-round ratios packed / stored.
+
+--isas A,B runs every model (BF16 included) under each GENPERF_ISA value in turn, in the same
+rounds, as rows "<model> @A", "<model> @B" (ratios to BF16 under the same value), and reports the
+per-round ratios of the last value's tokens/s over the first's, e.g. --isas avx2,avxvnni.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys
 
@@ -44,6 +48,7 @@ def main():
     ap.add_argument("--work", default="/tmp/gp-quant-speed")
     ap.add_argument("--out", help="also write the table and raw records to OUT.md / OUT.json")
     ap.add_argument("--stored", action="store_true", help="also run each quantized file with GENPERF_PACK=0")
+    ap.add_argument("--isas", help="comma-separated GENPERF_ISA values to run every model under, side by side")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     thr = ["--threads", str(a.threads)] if a.threads else []
@@ -60,15 +65,27 @@ def main():
         models[f] = path
         if a.stored and not fp8:  # FP8 is never repacked
             models[f + " stored"] = path
-    stored_env = dict(os.environ, GENPERF_PACK="0")
+    isas = a.isas.split(",") if a.isas else [None]
+    # (row name, model, environment) of every run of a round, and each row's BF16 reference.
+    runs, ref = [], {}
+    for name, m in models.items():
+        for isa in isas:
+            env = dict(os.environ)
+            if name.endswith(" stored"):
+                env["GENPERF_PACK"] = "0"
+            if isa:
+                env["GENPERF_ISA"] = isa
+            key = f"{name} @{isa}" if isa else name
+            runs.append((key, m, env))
+            ref[key] = f"bf16 @{isa}" if isa else "bf16"
     bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",
                          "--prefill", "16", "--decode-tokens", "2"] + thr))
     peak_bw = bw.get("machine", {}).get("bandwidth_gbs")
-    recs = {k: [] for k in models}
+    recs = {k: [] for k, _, _ in runs}
     for i in range(a.rounds):
-        for k, m in models.items():
+        for k, m, env in runs:
             out = run([a.genperf, "bench", "infer", "--model", m, "--json", "--no-peaks", "--reps", str(a.reps),
-                       "--prefill", str(a.prefill)] + thr, env=stored_env if k.endswith(" stored") else None)
+                       "--prefill", str(a.prefill)] + thr, env=env)
             recs[k].append(json.loads(out))
         print(f"  round {i + 1}/{a.rounds} done", file=sys.stderr)
 
@@ -80,11 +97,11 @@ def main():
              "| weights | bytes (MB) | prefill tok/s | x bf16 | decode tok/s | x bf16 | decode GB/s | of bw | peak RSS (MB) |",
              "|---|---|---|---|---|---|---|---|---|"]
     summary = {}
-    for k in models:
+    for k in recs:
         rs = recs[k]
         p, d = [pf(r) for r in rs], [dc(r) for r in rs]
-        pr = [pf(r) / pf(b) for r, b in zip(rs, recs["bf16"])]
-        dr = [dc(r) / dc(b) for r, b in zip(rs, recs["bf16"])]
+        pr = [pf(r) / pf(b) for r, b in zip(rs, recs[ref[k]])]
+        dr = [dc(r) / dc(b) for r, b in zip(rs, recs[ref[k]])]
         gbs = statistics.median(r["decode"]["gbs"] for r in rs)
         rss = statistics.median(r["memory"]["peak_rss_bytes"] for r in rs) / 1e6
         wb = rs[0]["memory"]["weights_bytes"] / 1e6
@@ -95,15 +112,27 @@ def main():
                      f"{dm:.1f} [{dl:.1f}, {dh:.1f}] | {statistics.median(dr):.2f} | {gbs:.1f} | {frac} | {rss:.0f} |")
         summary[k] = dict(prefill=p, decode=d, prefill_ratio=pr, decode_ratio=dr, decode_gbs=gbs, peak_rss_mb=rss,
                           weights_mb=wb)
+    def ratios(key, over):
+        pr = [pf(r) / pf(b) for r, b in zip(recs[key], recs[over])]
+        dr = [dc(r) / dc(b) for r, b in zip(recs[key], recs[over])]
+        return "| %s | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] |" % ((key,) + med_min_max(pr) + med_min_max(dr)), pr, dr
     if a.stored:
         lines += ["", "| weights | packed / stored prefill | packed / stored decode |", "|---|---|---|"]
-        for k in models:
-            if k + " stored" not in models:
+        for name in models:
+            if name + " stored" not in models:
                 continue
-            pr = [pf(r) / pf(b) for r, b in zip(recs[k], recs[k + " stored"])]
-            dr = [dc(r) / dc(b) for r, b in zip(recs[k], recs[k + " stored"])]
-            lines.append("| %s | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] |" % ((k,) + med_min_max(pr) + med_min_max(dr)))
-            summary[k]["packed_over_stored"] = dict(prefill=pr, decode=dr)
+            for isa in isas:
+                at = f" @{isa}" if isa else ""
+                line, pr, dr = ratios(name + at, name + " stored" + at)
+                lines.append(line)
+                summary[name + at]["packed_over_stored"] = dict(prefill=pr, decode=dr)
+    if len(isas) > 1:
+        lines += ["", f"| weights | prefill @{isas[-1]} / @{isas[0]} | decode @{isas[-1]} / @{isas[0]} |",
+                  "|---|---|---|"]
+        for name in models:
+            line, pr, dr = ratios(f"{name} @{isas[-1]}", f"{name} @{isas[0]}")
+            lines.append(line.replace(f"| {name} @{isas[-1]} |", f"| {name} |", 1))
+            summary[f"{name} @{isas[-1]}"]["over_first_isa"] = dict(prefill=pr, decode=dr)
     text = "\n".join(lines)
     print(text)
     if a.out:
