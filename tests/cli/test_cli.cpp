@@ -12,6 +12,7 @@
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/json.h"
+#include "genperf/runtime.h"
 
 using namespace genperf;
 using genperf::testing::run_command;
@@ -118,6 +119,32 @@ TEST_F(Cli, BenchInferJson) {
   EXPECT_EQ(j.at("decode").at("seconds_per_token").at("n").as_int(), 2);
   EXPECT_FALSE(j.at("provenance").at("cpu").as_string().empty());
   EXPECT_EQ(Json::parse_file(tmp_ / "b.json").dump(), j.dump());
+}
+
+// GENPERF_ISA lowers the kernel path, and the record names the path that ran: avx2 is the AVX2
+// level without AVX-VNNI, avxvnni with it where the CPU has it; any other value is an error that
+// lists the valid ones.
+TEST_F(Cli, IsaSettingIsNamedInTheRecord) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"generic", "generic"},
+      {"avx2", avx2 ? "avx2" : "generic"},
+      {"avxvnni", !avx2 ? "generic" : f.avx_vnni ? "avx2+avxvnni" : "avx2"}};
+  for (const auto& [setting, path] : cases) {
+    std::string out;
+    const std::string err = tmp_ / "isa-err.txt";
+    ASSERT_EQ(run_command("GENPERF_ISA=" + setting + " " + kGenperf +
+                              " bench infer --model random:tiny --reps 1 --decode-tokens 2 --prefill 16"
+                              " --no-peaks --json 2>" + err, &out), 0)
+        << setting << ": " << read_text_file(err);
+    EXPECT_EQ(Json::parse(out).at("provenance").at("isa_path").as_string(), path) << setting;
+  }
+  std::string out;
+  const std::string err = tmp_ / "isa-err.txt";
+  EXPECT_EQ(run_command("GENPERF_ISA=avx3 " + kGenperf + " bench infer --model random:tiny --json 2>" + err, &out), 1);
+  EXPECT_NE(read_text_file(err).find("expected generic, avx2, avxvnni or avx512"), std::string::npos)
+      << read_text_file(err);
 }
 
 // Copies the model directory so one file can be damaged.

@@ -125,7 +125,7 @@ bool packed_level() {
 // 45.3 and 49.7). Q8_0 only with AVX-VNNI: without it, its packed GEMV ran at 0.84-0.97x (41.1
 // against 48.7 GB/s at 11008 x 4096, 36.8 against 41.0 at 4096 x 11008); with it, one vpdpbusd
 // reads the packed (flipped) bytes as they are, and from cache (one core, 512 x 768 and
-// 128 x 4096) it ran 1.74-1.85x the rows (43.5 -> 60.9 GB/s over the packed kernel without it).
+// 128 x 4096) it ran 1.70-1.85x the rows (59.6 and 60.9 GB/s against 35.0 and 32.9).
 // Their packed kernels still read a weight packed at AVX-512.
 bool packs_at_level(DType wt) {
   if (!packed_level()) return false;
