@@ -136,7 +136,7 @@ void BM_Gemm(benchmark::State& state) {
 }
 
 // One path of linear pinned (0: GEMV kernels, 1: oneDNN, 2: the integer GEMM of the block
-// formats), K = 768 -> N = 2048, weights in rotation as for BM_Gemv: where GEMV stops beating
+// formats; 3 and 4: 0 and 2 on prepared, i.e. packed, weights), K = 768 -> N = 2048, weights in rotation as for BM_Gemv: where GEMV stops beating
 // oneDNN sets cpu::gemv_max_rows (for the block formats: the integer GEMV against the integer
 // GEMM, and that against decoded panels).
 void BM_LinearRows(benchmark::State& state) {
@@ -145,13 +145,17 @@ void BM_LinearRows(benchmark::State& state) {
   // At least 64 copies and 192 MiB (64 x 3 MiB of bf16): beyond the last-level cache.
   const int copies =
       int(std::max(64.0, std::ceil(192.0 * (1 << 20) / double(bytes_for(wt, N * K)))));
-  std::vector<Tensor> ws = {random({N, K}, wt, 200, 0.05)};
-  for (int c = 1; c < copies; ++c) ws.push_back(ws[0].clone());
+  // Paths 3 and 4: paths 0 and 2 on weights as ops::prepare_weight leaves them (packed where the
+  // level packs the type), the model's case.
+  const bool prepared = path >= 3;
+  const Tensor base = random({N, K}, wt, 200, 0.05);
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies; ++c) ws.push_back(maybe_prepared(c == 0 ? base : base.clone(), prepared));
   const Tensor x = random({T, K}, DType::F32, 8);
   Tensor y = Tensor::zeros({T, N});
   int c = 0;
   for (auto _ : state) {
-    if (path == 0) {
+    if (path == 0 || path == 3) {
       cpu::linear_gemv(x, ws[size_t(c)], nullptr, y, T, K, N);
     } else if (path == 1) {
       cpu::linear_gemm(x, ws[size_t(c)], nullptr, y, T, K, N);
@@ -164,8 +168,8 @@ void BM_LinearRows(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(ops::linear_flops(T, K, N) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(dtype_name(wt)) +
-                 (path == 0 ? " gemv" : path == 1 ? " onednn" : " int-gemm"));
+  state.SetLabel(layout_label(wt, ws[0]) +
+                 (path % 3 == 0 ? " gemv" : path == 1 ? " onednn" : " int-gemm"));
 }
 
 // Causal attention, 12 heads of 64 (the 110M model): T queries after q_pos0 cached keys.
@@ -233,7 +237,8 @@ void rows_args(benchmark::internal::Benchmark* b) {
       for (int64_t path : {0, 1}) b->Args({t, T, path});
   for (int64_t t : {kQ4_0, kQ8_0, kQ4_K, kQ6_K})
     for (int64_t T : {1, 2, 4, 8, 12, 16, 32, 64, 128, 512})
-      for (int64_t path : {0, 1, 2}) b->Args({t, T, path});
+      for (int64_t path : {0, 1, 2, 3, 4})
+        if (path < 3 || has_packed_layout(t)) b->Args({t, T, path});
 }
 
 // Median (Google Benchmark's default aggregates) plus min and max of the repetitions: on a

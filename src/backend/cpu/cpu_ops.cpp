@@ -59,7 +59,11 @@ int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() 
 // T = 12 (Q4_0 126/143 us at T=8, 189/189 at 12, 251/224 at 16; Q4_K 196/201, 209/242,
 // 267/243), so 16 costs it at most 10% over T = 13..16, and beats the panels 1.2x (Q8_0) to
 // 1.7x (Q4_K) at T = 512.
-constexpr int64_t kQuantGemvMaxRows = 16;
+// With AVX-VNNI the GEMM is 1.2-1.7x faster and crosses earlier: on prepared (packed) weights
+// (BM_LinearRows paths 3 and 4, GENPERF_ISA=avxvnni, 3 rounds, GFLOP/s GEMV/GEMM) Q4_0 236/206 at
+// T=4, 250/268 at 8, 261/404 at 12, 286/420 at 16; Q8_0 215/182, 245/255, 264/302, 269/324;
+// Q4_K 330/236, 355/317, 367/374, 384/403. So GEMV up to 8 rows there.
+constexpr int64_t kQuantGemvMaxRows = 16, kQuantGemvMaxRowsAvxVnni = 8;
 
 // f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
 const float* as_f32(const Tensor& t, std::vector<float>& keep) {
@@ -80,7 +84,7 @@ const float* as_f32(const Tensor& t, std::vector<float>& keep) {
 // Crossovers measured with bench_kernels (BM_LinearRows, K=768, N=2048) on a Zen 5 core:
 // bf16 8, f32 between 16 and 32, f16 beyond 32; FP8 with block scales 12 (GEMV 160 against
 // 135 GFLOP/s at T = 8, 183 against 187 at 12, 169 against 200 at 16). The integer block formats:
-// kQuantGemvMaxRows.
+// kQuantGemvMaxRows (kQuantGemvMaxRowsAvxVnni where the AVX2 level has AVX-VNNI).
 int64_t gemv_max_rows(DType wt) {
   switch (wt) {
     case DType::F32: return 16;
@@ -88,7 +92,9 @@ int64_t gemv_max_rows(DType wt) {
     case DType::BF16: return 8;
     case DType::F8_E4M3_B32:
     case DType::F8_E5M2_B32: return 12;
-    default: return traits(wt).block_size > 1 ? kQuantGemvMaxRows : 8;
+    default:
+      if (traits(wt).block_size == 1) return 8;
+      return isa() == Isa::Avx2 && avx_vnni() ? kQuantGemvMaxRowsAvxVnni : kQuantGemvMaxRows;
   }
 }
 
