@@ -136,9 +136,9 @@ void BM_Gemm(benchmark::State& state) {
 }
 
 // One path of linear pinned (0: GEMV kernels, 1: oneDNN, 2: the integer GEMM of the block
-// formats; 3 and 4: 0 and 2 on prepared, i.e. packed, weights), K = 768 -> N = 2048, weights in rotation as for BM_Gemv: where GEMV stops beating
-// oneDNN sets cpu::gemv_max_rows (for the block formats: the integer GEMV against the integer
-// GEMM, and that against decoded panels).
+// formats; 3 and 4: 0 and 2 on prepared, i.e. packed, weights), K = 768 -> N = 2048, weights in
+// rotation as for BM_Gemv: where GEMV stops beating oneDNN sets cpu::gemv_max_rows (for the
+// block formats: the integer GEMV against the integer GEMM, and that against decoded panels).
 void BM_LinearRows(benchmark::State& state) {
   const DType wt = dtype_arg(state.range(0));
   const int64_t T = state.range(1), path = state.range(2), N = 2048, K = 768;
@@ -150,7 +150,8 @@ void BM_LinearRows(benchmark::State& state) {
   const bool prepared = path >= 3;
   const Tensor base = random({N, K}, wt, 200, 0.05);
   std::vector<Tensor> ws;
-  for (int c = 0; c < copies; ++c) ws.push_back(maybe_prepared(c == 0 ? base : base.clone(), prepared));
+  for (int c = 0; c < copies; ++c)
+    ws.push_back(maybe_prepared(c == 0 ? base : base.clone(), prepared));
   const Tensor x = random({T, K}, DType::F32, 8);
   Tensor y = Tensor::zeros({T, N});
   int c = 0;
