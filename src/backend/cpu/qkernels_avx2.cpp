@@ -217,16 +217,6 @@ void gemv_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t 
   }
 }
 
-// Rows of activations in groups of up to 4: each weight row is read from memory once and from
-// L1 by the later groups.
-template <class F>
-void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
-          const float* bias, float* y, size_t ldy) {
-  const uint8_t* wb = static_cast<const uint8_t*>(w);
-  by_row_groups(T, [&](auto tt, int64_t t) {
-    gemv_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // Integer GEMM (prefill, many activation rows): the AVX-512 file's design ("Integer GEMM" in
@@ -312,26 +302,25 @@ GP_QINLINE void gemm_tile(const Panel& p, const QAct& a, int64_t t0, int64_t n, 
           ia[1][t] = dot4(ia[1][t], u1, F::kSigned ? _mm256_sign_epi8(xb, w1) : xb);
         }
       }
-      end_group<QV, F, TT>(p, a, t0, g, ia, acc);
-      continue;
-    }
-    for (int s = 0; s < kSteps; s += G::kSum) {
-      __m256i m[2][TT];
-      for (int k = 0; k < G::kSum; ++k, wp += 4 * kPanelRows) {
-        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp)),
-                      w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
-        for (int t = 0; t < TT; ++t) {
-          int32_t xv;
-          memcpy(&xv, xq[t] + g * G::kGroup + 4 * (s + k), 4);
-          const __m256i xb = _mm256_set1_epi32(xv);
-          const __m256i p0 = step_pairs<F>(w0, xb), p1 = step_pairs<F>(w1, xb);
-          m[0][t] = k == 0 ? p0 : _mm256_add_epi16(m[0][t], p0);
-          m[1][t] = k == 0 ? p1 : _mm256_add_epi16(m[1][t], p1);
+    } else {
+      for (int s = 0; s < kSteps; s += G::kSum) {
+        __m256i m[2][TT];
+        for (int k = 0; k < G::kSum; ++k, wp += 4 * kPanelRows) {
+          const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp)),
+                        w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wp + 32));
+          for (int t = 0; t < TT; ++t) {
+            int32_t xv;
+            memcpy(&xv, xq[t] + g * G::kGroup + 4 * (s + k), 4);
+            const __m256i xb = _mm256_set1_epi32(xv);
+            const __m256i p0 = step_pairs<F>(w0, xb), p1 = step_pairs<F>(w1, xb);
+            m[0][t] = k == 0 ? p0 : _mm256_add_epi16(m[0][t], p0);
+            m[1][t] = k == 0 ? p1 : _mm256_add_epi16(m[1][t], p1);
+          }
         }
-      }
-      for (int t = 0; t < TT; ++t) {
-        ia[0][t] = _mm256_add_epi32(ia[0][t], _mm256_madd_epi16(m[0][t], ones));
-        ia[1][t] = _mm256_add_epi32(ia[1][t], _mm256_madd_epi16(m[1][t], ones));
+        for (int t = 0; t < TT; ++t) {
+          ia[0][t] = _mm256_add_epi32(ia[0][t], _mm256_madd_epi16(m[0][t], ones));
+          ia[1][t] = _mm256_add_epi32(ia[1][t], _mm256_madd_epi16(m[1][t], ones));
+        }
       }
     }
     end_group<QV, F, TT>(p, a, t0, g, ia, acc);
@@ -498,16 +487,16 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
             }
             acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)),
                                          _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
-            continue;
+          } else {
+            __m256i m = _mm256_maddubs_epi16(w[0], bcast4(x));
+            for (int k = 1; k < 4; ++k) m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[k], bcast4(x + 4 * k)));
+            for (int k = 0; k < 4; ++k)
+              m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[4 + k], bcast4(x + 16 + 4 * k)));
+            const __m256i p = _mm256_add_epi32(_mm256_set1_epi32(-(a.s[bi[t] + b] << 3)),
+                                               _mm256_madd_epi16(m, ones));
+            acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                         _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
           }
-          __m256i m = _mm256_maddubs_epi16(w[0], bcast4(x));
-          for (int k = 1; k < 4; ++k) m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[k], bcast4(x + 4 * k)));
-          for (int k = 0; k < 4; ++k)
-            m = _mm256_add_epi16(m, _mm256_maddubs_epi16(w[4 + k], bcast4(x + 16 + 4 * k)));
-          const __m256i p = _mm256_add_epi32(_mm256_set1_epi32(-(a.s[bi[t] + b] << 3)),
-                                             _mm256_madd_epi16(m, ones));
-          acc[t][hr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                       _mm256_mul_ps(dw[hr], _mm256_set1_ps(a.d[bi[t] + b])), acc[t][hr]);
         }
       }
     }
@@ -534,18 +523,19 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
                 p1[t] = dot4(p1[t], wf, xb);
             }
           }
-        }
-        for (int k = 0; k < 8 && !kVnni; ++k) {
-          const __m256i w = _mm256_xor_si256(load32(q + 64 * k + 32 * hr), flip);
-          const __m256i aw = _mm256_sign_epi8(w, w);
-          for (int t = 0; t < TT; ++t) {
-            // Two chains (alternate steps) for latency.
-            const __m256i pr = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xq[t] + 32 * b + 4 * k), w)), ones);
-            if (k % 2 == 0)
-              p0[t] = _mm256_add_epi32(p0[t], pr);
-            else
-              p1[t] = _mm256_add_epi32(p1[t], pr);
+        } else {
+          for (int k = 0; k < 8; ++k) {
+            const __m256i w = _mm256_xor_si256(load32(q + 64 * k + 32 * hr), flip);
+            const __m256i aw = _mm256_sign_epi8(w, w);
+            for (int t = 0; t < TT; ++t) {
+              // Two chains (alternate steps) for latency.
+              const __m256i pr = _mm256_madd_epi16(
+                  _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xq[t] + 32 * b + 4 * k), w)), ones);
+              if (k % 2 == 0)
+                p0[t] = _mm256_add_epi32(p0[t], pr);
+              else
+                p1[t] = _mm256_add_epi32(p1[t], pr);
+            }
           }
         }
         for (int t = 0; t < TT; ++t)
@@ -574,22 +564,23 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
               sh[t] = dot4(sh[t], hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
             }
           }
-        }
-        for (int k0 = 0; k0 < 8 && !kVnni; k0 += kSum) {
-          __m256i ml[TT], mh[TT];
-          for (int kk = k0; kk < k0 + kSum; ++kk) {
-            __m256i lo, hi;
-            k4_pair<kFifth>(g, p, kk, hr, lo, hi);
-            for (int t = 0; t < TT; ++t) {
-              const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(xq[t] + 64 * p + 4 * kk)),
-                            ph = _mm256_maddubs_epi16(hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
-              ml[t] = kk == k0 ? pl : _mm256_add_epi16(ml[t], pl);
-              mh[t] = kk == k0 ? ph : _mm256_add_epi16(mh[t], ph);
+        } else {
+          for (int k0 = 0; k0 < 8; k0 += kSum) {
+            __m256i ml[TT], mh[TT];
+            for (int kk = k0; kk < k0 + kSum; ++kk) {
+              __m256i lo, hi;
+              k4_pair<kFifth>(g, p, kk, hr, lo, hi);
+              for (int t = 0; t < TT; ++t) {
+                const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(xq[t] + 64 * p + 4 * kk)),
+                              ph = _mm256_maddubs_epi16(hi, bcast4(xq[t] + 64 * p + 32 + 4 * kk));
+                ml[t] = kk == k0 ? pl : _mm256_add_epi16(ml[t], pl);
+                mh[t] = kk == k0 ? ph : _mm256_add_epi16(mh[t], ph);
+              }
             }
-          }
-          for (int t = 0; t < TT; ++t) {
-            sl[t] = _mm256_add_epi32(sl[t], _mm256_madd_epi16(ml[t], ones));
-            sh[t] = _mm256_add_epi32(sh[t], _mm256_madd_epi16(mh[t], ones));
+            for (int t = 0; t < TT; ++t) {
+              sl[t] = _mm256_add_epi32(sl[t], _mm256_madd_epi16(ml[t], ones));
+              sh[t] = _mm256_add_epi32(sh[t], _mm256_madd_epi16(mh[t], ones));
+            }
           }
         }
         // This half's rows only (8 of the 16 bytes of each sub-block).
@@ -629,11 +620,11 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
                 const int8_t* x = xq[t] + 128 * h + 32 * i + 4 * kk;
                 if constexpr (kVnni) {
                   s[t][i] = dot4(dot4(s[t][i], e0[i], bcast4(x)), e1[i], bcast4(x + 4));
-                  continue;
+                } else {
+                  const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0[i], bcast4(x)),
+                                                     _mm256_maddubs_epi16(e1[i], bcast4(x + 4)));
+                  s[t][i] = _mm256_add_epi32(s[t][i], _mm256_madd_epi16(m, ones));
                 }
-                const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(e0[i], bcast4(x)),
-                                                   _mm256_maddubs_epi16(e1[i], bcast4(x + 4)));
-                s[t][i] = _mm256_add_epi32(s[t][i], _mm256_madd_epi16(m, ones));
               }
           }
           for (int i = 0; i < 4; ++i) {
@@ -673,12 +664,17 @@ void gemv_packed_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, i
   }
 }
 
-template <class F>
-void gemv_packed(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
-                 const float* bias, float* y, size_t ldy) {
+// Rows of activations in groups of up to 4 (by_row_groups): each weight row, or packed group
+// (kPacked), is read from memory once and from L1 by the later groups.
+template <class F, bool kPacked = false>
+void gemv(const QAct& a, int64_t T, const void* w, size_t ldw, int64_t n0, int64_t n1,
+          const float* bias, float* y, size_t ldy) {
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   by_row_groups(T, [&](auto tt, int64_t t) {
-    gemv_packed_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+    if constexpr (kPacked)
+      gemv_packed_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
+    else
+      gemv_rows<F, decltype(tt)::value>(a, t, wb, ldw, n0, n1, bias, y, ldy);
   });
 }
 
@@ -805,7 +801,7 @@ QGemvFn gemm_for(DType wt) {
   return by_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemm<decltype(f)>; });
 }
 QGemvFn gemv_packed_for(DType wt) {
-  return by_packed_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemv_packed<decltype(f)>; });
+  return by_packed_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemv<decltype(f), true>; });
 }
 QGemvFn gemm_packed_for(DType wt) {
   return by_packed_format<QGemvFn>(wt, [](auto f) -> QGemvFn { return gemm<decltype(f), true>; });
