@@ -36,10 +36,13 @@ struct MemoryAccount {
 
 class LlamaModel;
 
-// One sequence: its KV cache (f32, [L][C][Hkv*D]) and the scratch buffers of a forward pass.
+// One sequence: its KV cache ([L][C][Hkv*D] in f32, or f16 / bf16 for half the bytes, as
+// llama.cpp keeps it) and the scratch buffers of a forward pass.
 class Session {
  public:
+  // kv: the cache's type; the first form takes the model's (LlamaModel::kv_dtype).
   Session(const LlamaModel& m, int64_t capacity);
+  Session(const LlamaModel& m, int64_t capacity, DType kv);
   int64_t position() const { return pos_; }   // tokens already in the cache
   int64_t capacity() const { return capacity_; }
   void reset() { pos_ = 0; }
@@ -47,6 +50,7 @@ class Session {
   // continuations of one shared prefix.
   void truncate(int64_t n);
   size_t kv_bytes() const;
+  DType kv_dtype() const { return kv_; }
   size_t scratch_bytes() const;
 
  private:
@@ -54,8 +58,10 @@ class Session {
   void reserve(int64_t T);  // grows the scratch buffers to hold T tokens
   const LlamaModel* model_;
   int64_t capacity_, pos_ = 0, scratch_T_ = 0;
+  DType kv_;
   std::vector<Tensor> k_, v_;                       // per layer [C, Hkv*D]
   Tensor x_, h_, q_, attn_, gate_, up_;  // [T, ...] scratch
+  Tensor kn_, vn_;  // [T, Hkv*D] new keys and values in f32, where the cache holds f16 / bf16
   std::vector<int32_t> positions_;
 };
 
@@ -77,6 +83,10 @@ class LlamaModel {
   size_t weight_bytes() const;
   size_t weight_bytes_of(const std::string& name) const;  // 0 when absent
   MemoryAccount memory(const Session& s) const;
+  // The KV cache type of sessions that do not name one: f32 unless set; f16 or bf16 halve the
+  // cache, as llama.cpp's default f16 cache does. Throws for any other type.
+  DType kv_dtype() const { return kv_dtype_; }
+  void set_kv_dtype(DType kv);
 
   // Runs `tokens` at positions s.position() .. +T-1, appends their keys/values to the cache and
   // returns f32 logits: [1, V] for the last token or [T, V] for all of them.
@@ -98,6 +108,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  DType kv_dtype_ = DType::F32;
 };
 
 // Sampling: temperature <= 0 is greedy (argmax, lowest id on ties); otherwise softmax of

@@ -113,6 +113,7 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
   }
   if (progress) bar.update(++step);
   const MemoryAccount mem = m.memory(s);
+  out["kv_type"] = dtype_name(s.kv_dtype());
   out["memory"] = Json(Json::Object{{"weights_bytes", int64_t(mem.weights)}, {"kv_cache_bytes", int64_t(mem.kv_cache)},
                                     {"scratch_bytes", int64_t(mem.scratch)}, {"total_bytes", int64_t(mem.total())},
                                     {"peak_rss_bytes", int64_t(peak_rss)}});

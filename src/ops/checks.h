@@ -26,6 +26,7 @@ int64_t check_rope(const Tensor& x, int64_t nheads, std::span<const int32_t> pos
                    std::span<const float> inv_freq);
 void check_silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void check_add(const Tensor& x, const Tensor& y);
+void check_store_rows(const Tensor& src, const Tensor& dst);
 struct AttentionDims {
   int64_t T, S, D;
 };

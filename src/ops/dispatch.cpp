@@ -11,17 +11,26 @@ namespace genperf::ops {
 namespace detail {
 namespace {
 
-// Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous.
-void check_act(const char* op, const char* name, const Tensor& t) {
+// Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous. A KV cache (cache) may
+// also hold f16 or bf16.
+void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cache) {
   GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
            device_name(t.device()), "; this op runs on the CPU");
   GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
            ": expected a 1-D or 2-D tensor");
-  GP_CHECK(t.dtype() == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
-  GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == 4, "[", op, "] ", name, " ", t.describe(),
-           ": innermost dimension must be contiguous");
+  const DType dt = t.dtype();
+  if (cache)
+    GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16, "[", op, "] ", name, " ",
+             t.describe(), ": expected f32, f16 or bf16");
+  else
+    GP_CHECK(t.dtype() == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
+  GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == bytes_for(t.dtype(), 1), "[", op, "] ", name, " ",
+           t.describe(), ": innermost dimension must be contiguous");
 }
+
+void check_act(const char* op, const char* name, const Tensor& t) { check_cpu_rows(op, name, t, false); }
+void check_cache(const char* op, const char* name, const Tensor& t) { check_cpu_rows(op, name, t, true); }
 
 // A float-typed vector (norm weight, bias) of n elements, contiguous.
 void check_vec(const char* op, const char* name, const Tensor& t, int64_t n) {
@@ -117,12 +126,20 @@ void check_add(const Tensor& x, const Tensor& y) {
   check_same_shape("add_inplace", "x", x, "y", y);
 }
 
+void check_store_rows(const Tensor& src, const Tensor& dst) {
+  check_act("store_rows", "src", src);
+  check_cache("store_rows", "dst", dst);
+  check_same_shape("store_rows", "src", src, "dst", dst);
+}
+
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
                               int64_t nkv_heads, int64_t q_pos0, const Tensor& out) {
   check_act("attention", "q", q);
-  check_act("attention", "k", k);
-  check_act("attention", "v", v);
+  check_cache("attention", "k", k);
+  check_cache("attention", "v", v);
   check_act("attention", "out", out);
+  GP_CHECK(k.dtype() == v.dtype(), "[attention] k ", k.describe(), " and v ", v.describe(),
+           ": the cache's keys and values must share one type");
   GP_CHECK(nheads > 0 && nkv_heads > 0 && nheads % nkv_heads == 0, "[attention] ", nheads,
            " query heads is not a multiple of ", nkv_heads, " key/value heads");
   GP_CHECK(q.size(-1) % nheads == 0, "[attention] q ", q.describe(),
@@ -184,6 +201,11 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 void add_inplace(Tensor& x, const Tensor& y) {
   detail::check_add(x, y);
   cpu::add_inplace(x, y);
+}
+
+void store_rows(const Tensor& src, Tensor& dst) {
+  detail::check_store_rows(src, dst);
+  cpu::store_rows(src, dst);
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,

@@ -55,7 +55,12 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 // x[T,K] += y[T,K].
 void add_inplace(Tensor& x, const Tensor& y);
 
-// Causal grouped-query attention. q[T, H*D]; k, v[S, Hkv*D] hold keys for positions 0..S-1;
+// dst[T, N] = src[T, N] in dst's type: f32, or f16 / bf16 rounded to nearest even (rows of a
+// KV cache).
+void store_rows(const Tensor& src, Tensor& dst);
+
+// Causal grouped-query attention. q[T, H*D]; k, v[S, Hkv*D] hold keys for positions 0..S-1, in
+// f32, f16 or bf16 (one type for both: a KV cache of half the bytes);
 // query row t sits at position q_pos0 + t and attends to keys 0..q_pos0+t (so q_pos0 + T <= S).
 // out[T, H*D] = softmax(q k^T * scale) v per head; query head h uses kv head h / (H / Hkv).
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
@@ -69,6 +74,7 @@ void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<con
           RopeStyle style);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void add_inplace(Tensor& x, const Tensor& y);
+void store_rows(const Tensor& src, Tensor& dst);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out);
 }  // namespace ref

@@ -122,9 +122,20 @@ void add_inplace(Tensor& x, const Tensor& y) {
   }
 }
 
+void store_rows(const Tensor& src, Tensor& dst) {
+  detail::check_store_rows(src, dst);
+  const auto& tr = traits(dst.dtype());
+  for (int64_t t = 0; t < rows_of(src); ++t)
+    tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)), row_ptr(dst, t), src.size(-1));
+}
+
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
   const auto [T, S, D] = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
+  if (k.dtype() != DType::F32) {  // an f16 or bf16 cache: its values, exactly, in f32
+    attention(q, k.to(DType::F32), v.to(DType::F32), nheads, nkv_heads, q_pos0, scale, out);
+    return;
+  }
   const int64_t group = nheads / nkv_heads;
   std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(D));
   for (int64_t h = 0; h < nheads; ++h) {

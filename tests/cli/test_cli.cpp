@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/test_util.h"
@@ -144,6 +145,30 @@ TEST_F(Cli, IsaSettingIsNamedInTheRecord) {
   const std::string err = tmp_ / "isa-err.txt";
   EXPECT_EQ(run_command("GENPERF_ISA=avx3 " + kGenperf + " bench infer --model random:tiny --json 2>" + err, &out), 1);
   EXPECT_NE(read_text_file(err).find("expected generic, avx2, avxvnni or avx512"), std::string::npos)
+      << read_text_file(err);
+}
+
+// --kv-type: the record names the cache's type, an f16 or bf16 cache takes half the bytes, and a
+// type the cache cannot hold is refused.
+TEST_F(Cli, KvTypeHalvesTheCache) {
+  std::map<std::string, int64_t> bytes;
+  for (const std::string kv : {"f32", "f16", "bf16"}) {
+    std::string out;
+    const std::string err = tmp_ / "kv-err.txt";
+    ASSERT_EQ(run_command(kGenperf + " bench infer --model random:tiny --reps 1 --decode-tokens 2 --prefill 16"
+                              " --no-peaks --json --kv-type " + kv + " 2>" + err, &out), 0)
+        << kv << ": " << read_text_file(err);
+    const Json r = Json::parse(out);
+    EXPECT_EQ(r.at("kv_type").as_string(), kv);
+    bytes[kv] = r.at("memory").at("kv_cache_bytes").as_int();
+  }
+  EXPECT_GT(bytes["f32"], 0);
+  EXPECT_EQ(bytes["f16"] * 2, bytes["f32"]);
+  EXPECT_EQ(bytes["bf16"] * 2, bytes["f32"]);
+  std::string out;
+  const std::string err = tmp_ / "kv-err.txt";
+  EXPECT_EQ(run_command(kGenperf + " bench infer --model random:tiny --json --kv-type q8_0 2>" + err, &out), 1);
+  EXPECT_NE(read_text_file(err).find("a KV cache of q8_0 is not supported (f32, f16 or bf16)"), std::string::npos)
       << read_text_file(err);
 }
 

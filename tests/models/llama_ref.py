@@ -21,6 +21,7 @@ CLI:
       writes float32 logits [T, V] row-major, raw, no header.
   llama_ref.py --model DIR --ids 1,5,9 --greedy N
       prints N greedy token ids (argmax, full recompute each step), one line.
+  --kv f16|bf16 rounds the keys (after RoPE) and values as a KV cache of that type holds them.
 Errors: message on stderr, exit code 1.
 """
 import argparse
@@ -135,6 +136,19 @@ def inv_freq(cfg):
     return inv
 
 
+def round_kv(x, kv):
+    """The values a KV cache of type kv holds: x in f32, then rounded to nearest even to f16 or
+    bf16 (bf16: the top 16 bits of the f32, rounded on the 16 below)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    if kv == "f32":
+        return x32.astype(np.float64)
+    if kv == "f16":
+        return x32.astype(np.float16).astype(np.float64)
+    u = x32.view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
@@ -168,7 +182,7 @@ class Model:
             y = y + self.get(prefix + ".bias", (out_dim,))
         return y
 
-    def forward(self, ids):
+    def forward(self, ids, kv="f32"):
         c = self.cfg
         d, D, H, Hkv = c.hidden, c.head_dim, c.heads, c.kv_heads
         ids = np.asarray(ids, dtype=np.int64)
@@ -197,6 +211,8 @@ class Model:
             v = v.reshape(T, Hkv, D).transpose(1, 0, 2)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
+            if kv != "f32":  # keys and values as the cache holds them
+                k, v = round_kv(k, kv), round_kv(v, kv)
             kv_idx = np.arange(H) // group
             k, v = k[kv_idx], v[kv_idx]  # [H, T, D]
             s = q @ k.transpose(0, 2, 1) / math.sqrt(D)  # [H, T, T]
@@ -230,6 +246,8 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--logits", help="write float32 logits [T, V] to this file")
     mode.add_argument("--greedy", type=int, help="generate N tokens greedily")
+    ap.add_argument("--kv", choices=["f32", "f16", "bf16"], default="f32",
+                    help="the KV cache's type: keys and values rounded to it (f32: kept exact)")
     def fail(msg):
         ap.print_usage(sys.stderr)
         print(f"llama_ref: error: {msg}", file=sys.stderr)
@@ -243,7 +261,7 @@ def main(argv=None):
             raise RefError(f"bad --ids {args.ids!r}")
         model = Model(args.model)
         if args.logits is not None:
-            logits = model.forward(ids).astype("<f4")
+            logits = model.forward(ids, args.kv).astype("<f4")
             with open(args.logits, "wb") as f:
                 f.write(logits.tobytes())
         else:
@@ -251,7 +269,7 @@ def main(argv=None):
                 raise RefError("--greedy must be >= 0")
             seq, out = list(ids), []
             for _ in range(args.greedy):
-                nxt = int(np.argmax(model.forward(seq)[-1]))
+                nxt = int(np.argmax(model.forward(seq, args.kv)[-1]))
                 out.append(nxt)
                 seq.append(nxt)
             print(" ".join(str(t) for t in out))

@@ -69,10 +69,11 @@ std::string join(const std::vector<int32_t>& ids) {
 
 std::string ref_script() { return std::string(GENPERF_TEST_DIR) + "/models/llama_ref.py"; }
 
-std::vector<float> reference_logits(const std::string& dir, const std::vector<int32_t>& ids, const TempDir& tmp) {
+std::vector<float> reference_logits(const std::string& dir, const std::vector<int32_t>& ids, const TempDir& tmp,
+                                    const char* kv = "f32") {
   const std::string out = tmp / "ref_logits.bin";
   const std::string cmd = std::string(GENPERF_PYTHON) + " " + ref_script() + " --model " + dir +
-                          " --ids " + join(ids) + " --logits " + out;
+                          " --ids " + join(ids) + " --logits " + out + " --kv " + kv;
   EXPECT_EQ(genperf::testing::run_command(cmd), 0)
       << cmd << "\n(needs python3-numpy for /usr/bin/python3: run scripts/deps.sh)";
   return genperf::testing::read_floats(out);
@@ -232,6 +233,50 @@ TEST(Llama, HfFp8GivesTheLogitsOfItsValues) {
     Tensor da = a.forward(sa, one, LogitsFor::All), db = b.forward(sb, one, LogitsFor::All);
     EXPECT_LT(max_row_rel_error(db.data<float>(), da.data<float>(), 1, da.size(1)), 1e-5);
   }
+}
+
+// A KV cache of f16 or bf16 (half the bytes): the logits match the NumPy reference whose keys
+// and values are rounded the same way, more closely than the unrounded reference's; a prefill
+// in pieces plus decode steps matches one batched prefill (both read the rounded cache, but a
+// key the GEMV and the GEMM compute an f32 ulp apart may round to neighbouring f16 values).
+TEST(Llama, HalfKvCacheMatchesNumpy) {
+  const uint64_t seed = 9;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Variant v{"kv", 4, 2, false, false, 10000, false, DType::F32, "LlamaForCausalLM"};
+  const LlamaConfig c = tiny_config(v);
+  TempDir tmp("kv");
+  const std::string dir = tmp / "model";
+  {
+    Checkpoint ck = random_checkpoint(c, DType::F32, seed);
+    save_hf_checkpoint(dir, c, ck.tensors);
+  }
+  LlamaModel m(load_checkpoint(dir, false));
+  const auto ids = test_ids(seed, 23, int(c.vocab_size));
+  const auto exact = reference_logits(dir, ids, tmp);
+  Session s32(m, 64);
+  for (DType kv : {DType::F16, DType::BF16}) {
+    const char* name = dtype_name(kv);
+    SCOPED_TRACE(name);
+    Session s(m, 64, kv);
+    EXPECT_EQ(s.kv_bytes() * 2, s32.kv_bytes());
+    Tensor logits = m.forward(s, ids, LogitsFor::All);
+    const auto rounded = reference_logits(dir, ids, tmp, name);
+    const int64_t T = logits.size(0), V = logits.size(1);
+    const double err = max_row_rel_error(logits.data<float>(), rounded.data(), T, V),
+                 err_exact = max_row_rel_error(logits.data<float>(), exact.data(), T, V);
+    std::printf("kv %s: max row error against the rounded reference %.2e, the exact one %.2e\n", name,
+                err, err_exact);
+    EXPECT_LT(err, 1e-4);
+    EXPECT_LT(err * 4, err_exact);  // the rounding is there, and it is the reference's
+    Session s2(m, 64, kv);
+    m.forward(s2, std::span(ids).first(10));
+    for (size_t i = 10; i < ids.size(); ++i) {
+      Tensor l = m.forward(s2, std::span(ids).subspan(i, 1));
+      EXPECT_LT(max_row_rel_error(l.data<float>(), logits.data<float>() + int64_t(i) * V, 1, V), 1e-4)
+          << "position " << i;
+    }
+  }
+  EXPECT_THROW(Session(m, 8, DType::Q8_0), Error);
 }
 
 TEST(Llama, ContextAndShapeErrors) {

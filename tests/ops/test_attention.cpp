@@ -38,22 +38,33 @@ void expect_within(const std::vector<double>& got, const std::vector<double>& wa
   EXPECT_EQ(bad, 0) << what;
 }
 
-void run_case(const Case& c, Rng& rng) {
-  SCOPED_TRACE(label(c));
+// A cache of f16 or bf16 with row padding (strided rows) holding src's values rounded.
+Tensor half_cache(const Tensor& src, DType dt, int64_t pad) {
+  Tensor t = Tensor::zeros({src.size(0), src.size(1) + 2 * pad}, dt).slice(1, pad, src.size(1));
+  t.copy_from(src);
+  return t;
+}
+
+// kv: the cache's type. An f16 or bf16 cache is compared with the reference on its own
+// (rounded) values, which the reference reads exactly.
+void run_case(const Case& c, Rng& rng, DType kv = DType::F32) {
+  SCOPED_TRACE(label(c) + " kv " + dtype_name(kv));
   const int64_t S = c.q_pos0 + c.T + c.extra_keys;
-  Guarded q(c.T, c.H * c.D, 4), k(S, c.Hkv * c.D, 2), v(S, c.Hkv * c.D, 6);
+  Guarded q(c.T, c.H * c.D, 4), k32(S, c.Hkv * c.D, 2), v32(S, c.Hkv * c.D, 6);
   fill_normal(q.view(), rng);
-  fill_normal(k.view(), rng);
-  fill_normal(v.view(), rng);
+  fill_normal(k32.view(), rng);
+  fill_normal(v32.view(), rng);
+  const Tensor k = kv == DType::F32 ? k32.view() : half_cache(k32.view(), kv, 2),
+               v = kv == DType::F32 ? v32.view() : half_cache(v32.view(), kv, 5);
   const float scale = 1.0f / std::sqrt(float(c.D));
   Tensor outr = Tensor::zeros({c.T, c.H * c.D});
-  ops::ref::attention(q.view(), k.view(), v.view(), c.H, c.Hkv, c.q_pos0, scale, outr);
+  ops::ref::attention(q.view(), k, v, c.H, c.Hkv, c.q_pos0, scale, outr);
   const auto ref = values(outr);
   // Per output, sum_j p_j |v_j|: the magnitude its rounding errors scale with.
-  Tensor vabs = v.view().clone(), magt = Tensor::zeros({c.T, c.H * c.D});
+  Tensor vabs = v.to(DType::F32), magt = Tensor::zeros({c.T, c.H * c.D});
   for (int64_t i = 0; i < vabs.numel(); ++i)
     vabs.data<float>()[i] = std::fabs(vabs.data<float>()[i]);
-  ops::ref::attention(q.view(), k.view(), vabs, c.H, c.Hkv, c.q_pos0, scale, magt);
+  ops::ref::attention(q.view(), k.to(DType::F32), vabs, c.H, c.Hkv, c.q_pos0, scale, magt);
   const auto mag = values(magt);
   IsaLevels isas;
   std::vector<double> generic_out;
@@ -61,7 +72,7 @@ void run_case(const Case& c, Rng& rng) {
     set_isa(level);
     SCOPED_TRACE(isa_name(level));
     Guarded out(c.T, c.H * c.D, 3);
-    ops::attention(q.view(), k.view(), v.view(), c.H, c.Hkv, c.q_pos0, scale, out.view());
+    ops::attention(q.view(), k, v, c.H, c.Hkv, c.q_pos0, scale, out.view());
     out.check_guards("out");
     const auto got = values(out.view());
     EXPECT_LE(nmse(got, ref), 1e-10);
@@ -116,6 +127,55 @@ TEST(Attention, LongDecodeSplitsKeys) {
   set_num_threads(saved);
 }
 
+TEST(Attention, HalfCachesMatchReference) {
+  // f16 and bf16 caches: the prefill tiles and decode rows read a key block's rows converted to
+  // f32, at every level, including split key ranges.
+  Rng rng(announce_seed(36, "Attention.HalfCachesMatchReference"));
+  for (DType kv : {DType::F16, DType::BF16}) {
+    for (int64_t ratio : {1, 4})
+      for (int64_t D : {64, 33})
+        for (int64_t T : {1, 3, 17, 64})
+          for (int64_t q_pos0 : {0, 100}) run_case({T, q_pos0, T % 2 ? 7 : 0, 2 * ratio, 2, D}, rng, kv);
+    for (int64_t T : {8, 33}) run_case({T, 63, 1, 4, 1, 16}, rng, kv);
+    run_case({9, 0, 0, 1, 1, 1}, rng, kv);
+    const int saved = num_threads();
+    set_num_threads(5);
+    run_case({1, 2000, 0, 4, 1, 64}, rng, kv);
+    set_num_threads(saved);
+  }
+}
+
+TEST(Attention, StoreRowsRoundsToNearestEven) {
+  // Rows of a KV cache: every level's f16 and bf16 rounding equals the scalar reference's,
+  // bit for bit, at row lengths around the vector widths, into strided rows. f16 also gets
+  // values that round to infinity, to the largest finite, and to subnormals.
+  Rng rng(announce_seed(37, "Attention.StoreRowsRoundsToNearestEven"));
+  IsaLevels isas;
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 64, 100}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(N));
+      Guarded src(3, N, 2);
+      fill_normal(src.view(), rng);
+      if (dt == DType::F16) {
+        const float special[] = {70000.0f, 65519.0f, 65520.0f, -1e-6f, 3e-8f, 2.98e-8f, 0.0f, -0.0f};
+        for (int64_t i = 0; i < N && i < 8; ++i) src.view().row<float>(1)[i] = special[i];
+      }
+      Tensor want = Tensor::zeros({3, N + 4}, dt).slice(1, 1, N);
+      ops::ref::store_rows(src.view(), want);
+      for (Isa level : isas.levels()) {
+        set_isa(level);
+        SCOPED_TRACE(isa_name(level));
+        Tensor got = Tensor::zeros({3, N + 4}, dt).slice(1, 1, N);
+        ops::store_rows(src.view(), got);
+        int64_t bad = 0;
+        for (int64_t t = 0; t < 3; ++t)
+          for (int64_t i = 0; i < N; ++i)
+            bad += got.row<uint16_t>(t)[i] != want.row<uint16_t>(t)[i];
+        EXPECT_EQ(bad, 0);
+      }
+    }
+}
+
 TEST(Attention, LargeScoresStayFinite) {
   // Scores in the hundreds: softmax must subtract its running max.
   Rng rng(announce_seed(34, "Attention.LargeScoresStayFinite"));
@@ -137,6 +197,12 @@ TEST(Attention, ErrorsNameTheOperands) {
       "[attention] queries at positions 7..10 need keys up to 11, cache k f32[10, 32] has 10");
   EXPECT_EQ(error_of([&] { ops::attention(q, k, v, 4, 3, 0, 0.25f, out); }),
             "[attention] 4 query heads is not a multiple of 3 key/value heads");
+  const Tensor k16 = Tensor::zeros({10, 32}, DType::F16);
+  EXPECT_EQ(error_of([&] { ops::attention(q, k16, v, 4, 2, 0, 0.25f, out); }),
+            "[attention] k f16[10, 32] and v f32[10, 32]: the cache's keys and values must share one type");
+  const Tensor k8 = Tensor::zeros({10, 32}, DType::F8_E4M3);
+  EXPECT_EQ(error_of([&] { ops::attention(q, k8, k8, 4, 2, 0, 0.25f, out); }),
+            "[attention] k f8_e4m3[10, 32]: expected f32, f16 or bf16");
   const Tensor k2 = Tensor::zeros({10, 48});
   EXPECT_EQ(error_of([&] { ops::attention(q, k2, k2, 4, 2, 0, 0.25f, out); }),
             "[attention] k f32[10, 48]: expected rows of 2 x 16 for q f32[4, 64] with 4 heads");

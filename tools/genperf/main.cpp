@@ -26,12 +26,18 @@ std::string g_command;
 
 namespace {
 
+// The model, with the KV cache type of --kv-type where the verb has it.
 LlamaModel load_model(const std::string& spec, const Args& a) {
-  if (spec.rfind("random:", 0) == 0) {
-    const LlamaConfig c = preset_config(spec.substr(7));
-    return LlamaModel(random_checkpoint(c, parse_dtype(a.str("dtype")), 1));
-  }
-  return LlamaModel(load_checkpoint(spec));
+  auto model = [&] {
+    if (spec.rfind("random:", 0) == 0) {
+      const LlamaConfig c = preset_config(spec.substr(7));
+      return LlamaModel(random_checkpoint(c, parse_dtype(a.str("dtype")), 1));
+    }
+    return LlamaModel(load_checkpoint(spec));
+  };
+  LlamaModel m = model();
+  if (a.has("kv-type")) m.set_kv_dtype(parse_dtype(a.str("kv-type")));
+  return m;
 }
 
 
@@ -40,7 +46,7 @@ int cmd_generate(int argc, char** argv) {
          {kModel, {"prompt", "text to continue"}, {"max-tokens", "tokens to generate", "64"},
           {"temperature", "sampling temperature; 0 is greedy", "0.8"}, {"top-k", "keep the k most likely tokens (0 = all)", "40"},
           {"top-p", "keep the smallest set reaching this probability", "0.95"}, {"seed", "sampling seed", "1"},
-          kDtype, kThreads, kJson},
+          kDtype, kKvType, kThreads, kJson},
          argc, argv, 2);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -83,7 +89,7 @@ int cmd_eval(int argc, char** argv) {
     std::printf("usage: genperf eval ppl|mc|kl [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
-  std::vector<OptionSpec> specs = {kModel, kDtype, kThreads, kJson};
+  std::vector<OptionSpec> specs = {kModel, kDtype, kKvType, kThreads, kJson};
   if (kind == "ppl" || kind == "kl") {
     specs.push_back({"text", "text file to score"});
     specs.push_back({"ctx", "tokens per window", "512"});
@@ -155,8 +161,9 @@ void print_bench_infer(const Json& r) {
   std::printf("\nTTFT        %.2f ms (prompt %lld tokens)\n", 1e3 * r.at("time_to_first_token_s").at("median").as_number(),
               (long long)d.at("prompt_tokens").as_int());
   const Json& mem = r.at("memory");
-  std::printf("memory      weights %.1f MB | KV cache %.1f MB | scratch %.1f MB | peak RSS %.1f MB\n",
-              mem.at("weights_bytes").as_number() / 1e6, mem.at("kv_cache_bytes").as_number() / 1e6,
+  std::printf("memory      weights %.1f MB | KV cache (%s) %.1f MB | scratch %.1f MB | peak RSS %.1f MB\n",
+              mem.at("weights_bytes").as_number() / 1e6, r.at("kv_type").as_string().c_str(),
+              mem.at("kv_cache_bytes").as_number() / 1e6,
               mem.at("scratch_bytes").as_number() / 1e6, mem.at("peak_rss_bytes").as_number() / 1e6);
 }
 
@@ -237,7 +244,7 @@ int cmd_bench(int argc, char** argv) {
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
   Args a("bench infer",
-         {kModel, kDtype, kThreads, kJson, {"reps", "timed repetitions (after warm-up)", "5"},
+         {kModel, kDtype, kKvType, kThreads, kJson, {"reps", "timed repetitions (after warm-up)", "5"},
           {"decode-tokens", "tokens per decode repetition", "32"},
           {"prefill", "comma-separated prompt lengths for prefill", "128,512"},
           {"decode-prompt", "prompt tokens before decode is timed", "128"}, {"no-peaks", "skip measuring the machine's floors", "", true},
@@ -318,7 +325,7 @@ int cmd_random_model(int argc, char** argv) {
 }
 
 int cmd_info(int argc, char** argv) {
-  Args a("info", {kModel, kDtype, kJson}, argc, argv, 2);
+  Args a("info", {kModel, kDtype, kKvType, kJson}, argc, argv, 2);
   if (run_help(a)) return 0;
   LlamaModel m = load_model(a.str("model"), a);
   const auto& c = m.config();
@@ -330,6 +337,7 @@ int cmd_info(int argc, char** argv) {
                         {"weight_dtype", dtype_name(m.weight_dtype())},
                         {"weight_types", m.weight_types()},
                         {"weights_bytes", int64_t(mem.weights)},
+                        {"kv_type", dtype_name(s.kv_dtype())},
                         {"kv_cache_bytes_per_token", int64_t(mem.kv_cache / size_t(s.capacity()))},
                         {"config", Json::parse(hf_config_json(c))},
                         {"tokenizer", m.tokenizer() ? Json(m.tokenizer()->kind()) : Json()}};
@@ -343,8 +351,8 @@ int cmd_info(int argc, char** argv) {
               (long long)c.hidden_size, (long long)c.num_hidden_layers, (long long)c.num_attention_heads,
               (long long)c.num_key_value_heads, (long long)c.head_dim, (long long)c.intermediate_size,
               (long long)c.vocab_size, (long long)c.max_position_embeddings);
-  std::printf("  KV cache %.1f KB per token; tokenizer %s\n", double(mem.kv_cache) / double(s.capacity()) / 1e3,
-              m.tokenizer() ? m.tokenizer()->kind() : "none");
+  std::printf("  KV cache %.1f KB per token (%s); tokenizer %s\n", double(mem.kv_cache) / double(s.capacity()) / 1e3,
+              dtype_name(s.kv_dtype()), m.tokenizer() ? m.tokenizer()->kind() : "none");
   return 0;
 }
 

@@ -42,6 +42,7 @@ constexpr int64_t kParallelElems = int64_t(1) << 15;
 int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
 // Row stride in floats of an f32 activation (any value for a single row).
 size_t ld_floats(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / 4; }
+size_t ld_elems(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / bytes_for(t.dtype(), 1); }
 int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
 
 // The most rows for which block-quantized weights take the integer GEMV rather than the
@@ -63,7 +64,11 @@ int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() 
 // (BM_LinearRows paths 3 and 4, GENPERF_ISA=avxvnni, 3 rounds, GFLOP/s GEMV/GEMM) Q4_0 236/206 at
 // T=4, 250/268 at 8, 261/404 at 12, 286/420 at 16; Q8_0 215/182, 245/255, 264/302, 269/324;
 // Q4_K 330/236, 355/317, 367/374, 384/403. So GEMV up to 8 rows there.
-constexpr int64_t kQuantGemvMaxRows = 16, kQuantGemvMaxRowsAvxVnni = 8;
+// Without AVX-VNNI, on prepared weights (the same paths, GENPERF_ISA=avx2, 3 rounds, GFLOP/s
+// GEMV/GEMM, median): Q4_0 179/190 at T=8, 191/216 at 12, 223/244 at 16; Q8_0 140/125, 118/153,
+// 152/151; Q4_K 200/175, 185/264, 231/241; Q6_K 139/119, 128/143, 137/162. At 12 rows the GEMM
+// led in all four formats in every round, at 8 the GEMV in three of four: GEMV up to 11 rows.
+constexpr int64_t kQuantGemvMaxRows = 16, kQuantGemvMaxRowsAvx2 = 11, kQuantGemvMaxRowsAvxVnni = 8;
 
 // f32 copy of a small vector (norm weight, bias) of any float type; `keep` owns converted data.
 const float* as_f32(const Tensor& t, std::vector<float>& keep) {
@@ -84,7 +89,8 @@ const float* as_f32(const Tensor& t, std::vector<float>& keep) {
 // Crossovers measured with bench_kernels (BM_LinearRows, K=768, N=2048) on a Zen 5 core:
 // bf16 8, f32 between 16 and 32, f16 beyond 32; FP8 with block scales 12 (GEMV 160 against
 // 135 GFLOP/s at T = 8, 183 against 187 at 12, 169 against 200 at 16). The integer block formats:
-// kQuantGemvMaxRows (kQuantGemvMaxRowsAvxVnni where the AVX2 level has AVX-VNNI).
+// kQuantGemvMaxRows on AVX-512, kQuantGemvMaxRowsAvx2 or kQuantGemvMaxRowsAvxVnni (where the
+// AVX2 level has AVX-VNNI) on AVX2.
 int64_t gemv_max_rows(DType wt) {
   switch (wt) {
     case DType::F32: return 16;
@@ -94,7 +100,8 @@ int64_t gemv_max_rows(DType wt) {
     case DType::F8_E5M2_B32: return 12;
     default:
       if (traits(wt).block_size == 1) return 8;
-      return isa() == Isa::Avx2 && avx_vnni() ? kQuantGemvMaxRowsAvxVnni : kQuantGemvMaxRows;
+      if (isa() != Isa::Avx2) return kQuantGemvMaxRows;
+      return avx_vnni() ? kQuantGemvMaxRowsAvxVnni : kQuantGemvMaxRowsAvx2;
   }
 }
 
@@ -436,6 +443,23 @@ void add_inplace(Tensor& x, const Tensor& y) {
   for (int64_t t = 0; t < T; ++t) fn(a + size_t(t) * la, b + size_t(t) * lb, K);
 }
 
+void store_rows(const Tensor& src, Tensor& dst) {
+  const int64_t T = rows_of(src), N = src.size(-1);
+  const size_t ls = ld_floats(src), ld = dst.ndim() == 1 ? 0 : dst.stride(0);
+  const float* s = src.data<float>();
+  char* d = static_cast<char*>(dst.raw());
+  const auto& kr = kernels();
+  if (dst.dtype() == DType::F32) {
+    for (int64_t t = 0; t < T; ++t) std::memcpy(d + size_t(t) * ld, s + size_t(t) * ls, size_t(N) * 4);
+    return;
+  }
+  const auto fn = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
+  const int nt = threads_for(T * N);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t t = 0; t < T; ++t)
+    fn(s + size_t(t) * ls, reinterpret_cast<uint16_t*>(d + size_t(t) * ld), N);
+}
+
 // ------------------------------------------------------------------------------------------
 // attention
 
@@ -449,10 +473,11 @@ AttentionTask base_task(const Tensor& q, const Tensor& k, const Tensor& v, int64
   AttentionTask a{};
   a.q = q.data<float>();
   a.ldq = ld_floats(q);
-  a.k = k.data<float>();
-  a.ldk = ld_floats(k);
-  a.v = v.data<float>();
-  a.ldv = ld_floats(v);
+  a.kv = k.dtype();
+  a.k = k.raw();
+  a.ldk = ld_elems(k);
+  a.v = v.raw();
+  a.ldv = ld_elems(v);
   a.D = D;
   a.q_pos0 = q_pos0;
   a.scale = scale;
@@ -467,6 +492,7 @@ void attention_tiles(const AttentionTask& base, int64_t H, int64_t group, int64_
 #pragma omp parallel num_threads(num_threads())
   {
     std::vector<float> scratch(attention_scratch_floats(D) + 16);
+    std::vector<float> stage(base.kv == DType::F32 ? 0 : size_t(2 * kAttnKeyBlock * D));
     std::vector<float> ml(static_cast<size_t>(2 * kAttnQueryBlock));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < H * tiles; ++i) {
@@ -486,6 +512,7 @@ void attention_tiles(const AttentionTask& base, int64_t H, int64_t group, int64_
       a.m = ml.data();
       a.l = ml.data() + kAttnQueryBlock;
       a.scratch = scratch.data();
+      a.stage = stage.data();
       kr.attention(a);
     }
   }
@@ -515,6 +542,7 @@ void attention_decode(const AttentionTask& base, int64_t Hkv, int64_t group, int
 #pragma omp parallel num_threads(team)
   {
     std::vector<float> scratch(attention_scratch_floats(D) + 16);
+    std::vector<float> stage(base.kv == DType::F32 ? 0 : size_t(2 * kAttnKeyBlock * D));
     std::vector<float> ml(static_cast<size_t>(2 * nq));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < Hkv * splits; ++i) {
@@ -528,6 +556,7 @@ void attention_decode(const AttentionTask& base, int64_t Hkv, int64_t group, int
       a.j0 = blocks * s / splits * kAttnKeyBlock;
       a.j1 = std::min(visible, blocks * (s + 1) / splits * kAttnKeyBlock);
       a.scratch = scratch.data();
+      a.stage = stage.data();
       if (splits == 1) {
         a.acc = out + size_t(a.h0 * D);
         a.acc_ldt = ldo;

@@ -23,6 +23,7 @@ void rope(Tensor& x, int64_t nheads, int64_t D, std::span<const int32_t> pos,
           std::span<const float> inv_freq, RopeStyle style);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void add_inplace(Tensor& x, const Tensor& y);
+void store_rows(const Tensor& src, Tensor& dst);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out, int64_t T, int64_t S, int64_t D);
 

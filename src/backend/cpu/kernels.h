@@ -25,13 +25,16 @@ using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // One attention work item: query rows [t0, t1) of heads [h0, h1) (which share kv head hk) against
 // keys [j0, j1) of the cache. Row t sits at position q_pos0 + t and sees keys <= its position.
 // A task of one head and at least kAttnTileMinRows rows (at most kAttnQueryBlock) runs as a tile.
+// The cache (k, v) holds kv elements: f32, or f16 / bf16 (half the bytes), whose rows of a key
+// block are converted to f32 into stage before use. Its strides are in elements.
 struct AttentionTask {
   const float* q;
   size_t ldq;  // q[T, H*D]
-  const float* k;
+  const void* k;
   size_t ldk;  // k[S, Hkv*D]
-  const float* v;
+  const void* v;
   size_t ldv;  // v[S, Hkv*D]
+  DType kv;
   int64_t D, q_pos0, hk, h0, h1, t0, t1, j0, j1;
   float scale;
   // Output of query (h, t): acc + (t - t0) * acc_ldt + (h - h0) * acc_ldh, D floats.
@@ -44,6 +47,7 @@ struct AttentionTask {
   float* m;
   float* l;        // per query; required by the row path even when normalizing
   float* scratch;  // attention_scratch_floats(D) floats
+  float* stage;    // 2 * kAttnKeyBlock * D floats where kv is not f32 (k rows, then v rows)
 };
 // Keys per block of the online softmax, query rows per prefill tile, and the fewest rows for
 // which a tile pays for its transposes.
@@ -71,6 +75,8 @@ struct Kernels {
   // dst = bf16(src), round to nearest even (activations for the bf16 GEMM); f32 subnormals may
   // become zero.
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  // dst = f16(src), round to nearest even (a KV cache of f16).
+  void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
   // y = x * (1 / sqrt(mean(x^2) + eps)) * w; y may alias x.
   void (*rms_norm_row)(const float* x, const float* w, int64_t K, float eps, float* y);
   // Rotates nheads heads of D in x with per-pair cos/sin (D/2 each); style as RopeStyle.

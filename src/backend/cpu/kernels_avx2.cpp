@@ -113,6 +113,24 @@ struct V {
 
 #include "backend/cpu/kernels_impl.inc"
 
+namespace {
+
+// f32 -> f16 with F16C: round to nearest even, as f32_to_f16 (dtype.h) rounds.
+void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    alignas(16) uint16_t b[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(b),
+                    _mm256_cvtps_ph(V::load_n(src + i, int(n - i)), _MM_FROUND_TO_NEAREST_INT));
+    memcpy(dst + i, b, size_t(n - i) * 2);
+  }
+}
+
+}  // namespace
+
 }  // namespace genperf::cpu::avx2
 
 namespace genperf::cpu {
@@ -137,6 +155,7 @@ const Kernels& kernels_avx2() {
       if (const DequantFn f = dequant_avx2(DType(i))) t.to_f32[i] = f;
     }
     t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
+    t.f32_to_f16 = avx2::f32_to_f16_row;
     t.rms_norm_row = avx2::rms_norm_row;
     t.rope_row = avx2::rope_row;
     t.silu_mul_row = avx2::silu_mul_row;

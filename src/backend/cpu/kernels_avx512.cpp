@@ -119,6 +119,19 @@ void f32_to_bf16_native(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// f32 -> f16 with F16C: round to nearest even, as f32_to_f16 (dtype.h) rounds.
+void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), kRound));
+  if (i < n) {
+    const __mmask16 m = V::lanes_below(int(n - i));
+    _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), kRound));
+  }
+}
+
 // FP8 rows straight to bf16 (the decoded panels of the bf16 GEMM): d * fp8(code) in f32, then
 // rounded as f32_to_bf16_native rounds it, without a row of f32 in between.
 template <class L>
@@ -184,6 +197,7 @@ const Kernels& kernels_avx512() {
     }
     t.f32_to_bf16 =
         cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
+    t.f32_to_f16 = avx512::f32_to_f16_row;
     t.rms_norm_row = avx512::rms_norm_row;
     t.rope_row = avx512::rope_row;
     t.silu_mul_row = avx512::silu_mul_row;

@@ -164,6 +164,9 @@ const Kernels& kernels_generic() {
     t.quantize_act = quantize_act_generic;
     for (size_t i = 0; i < size_t(DType::COUNT); ++i) t.qgemv[i] = qgemv_generic(DType(i));
     t.f32_to_bf16 = generic::f32_to_bf16_scalar;
+    t.f32_to_f16 = [](const float* src, uint16_t* dst, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+    };
     t.rms_norm_row = generic::rms_norm_row;
     t.rope_row = generic::rope_row;
     t.silu_mul_row = generic::silu_mul_row;

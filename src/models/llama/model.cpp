@@ -108,14 +108,30 @@ double LlamaModel::forward_flops(int64_t T, int64_t past, LogitsFor which) const
   return per_layer * double(c.num_hidden_layers) + ops::linear_flops(rows, d, c.vocab_size);
 }
 
-Session::Session(const LlamaModel& m, int64_t capacity) : model_(&m), capacity_(capacity) {
+namespace {
+void check_kv_dtype(DType kv) {
+  GP_CHECK(kv == DType::F32 || kv == DType::F16 || kv == DType::BF16, "[llama] a KV cache of ",
+           dtype_name(kv), " is not supported (f32, f16 or bf16)");
+}
+}  // namespace
+
+void LlamaModel::set_kv_dtype(DType kv) {
+  check_kv_dtype(kv);
+  kv_dtype_ = kv;
+}
+
+Session::Session(const LlamaModel& m, int64_t capacity) : Session(m, capacity, m.kv_dtype()) {}
+
+Session::Session(const LlamaModel& m, int64_t capacity, DType kv)
+    : model_(&m), capacity_(capacity), kv_(kv) {
   const auto& c = m.config();
   GP_CHECK(capacity > 0 && capacity <= c.max_position_embeddings, "[llama] context of ", capacity,
            " tokens is outside 1..", c.max_position_embeddings, " (max_position_embeddings of ",
            m.source(), ")");
+  check_kv_dtype(kv);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    k_.push_back(Tensor::zeros({capacity, c.kv_dim()}));
-    v_.push_back(Tensor::zeros({capacity, c.kv_dim()}));
+    k_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
+    v_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
   }
 }
 
@@ -132,7 +148,7 @@ size_t Session::kv_bytes() const {
 
 size_t Session::scratch_bytes() const {
   size_t n = 0;
-  for (const Tensor* t : {&x_, &h_, &q_, &attn_, &gate_, &up_})
+  for (const Tensor* t : {&x_, &h_, &q_, &attn_, &gate_, &up_, &kn_, &vn_})
     if (t->defined()) n += t->nbytes();
   return n;
 }
@@ -146,6 +162,10 @@ void Session::reserve(int64_t T) {
   attn_ = Tensor::zeros({T, c.q_dim()});
   gate_ = Tensor::zeros({T, c.intermediate_size});
   up_ = Tensor::zeros({T, c.intermediate_size});
+  if (kv_ != DType::F32) {
+    kn_ = Tensor::zeros({T, c.kv_dim()});
+    vn_ = Tensor::zeros({T, c.kv_dim()});
+  }
   scratch_T_ = T;
 }
 
@@ -170,12 +190,19 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
     ops::rms_norm(x, l.attn_norm, eps, h);
-    // New keys and values go straight into the cache rows p0 .. p0+T-1.
+    // New keys and values go into the cache rows p0 .. p0+T-1: straight there when it holds
+    // f32, else through f32 scratch (rotated there) and rounded once.
     Tensor kc = s.k_[li].slice(0, p0, T), vc = s.v_[li].slice(0, p0, T);
-    const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kc}, {&l.wv, bias(l.bv), &vc}};
+    const bool f32 = s.kv_ == DType::F32;
+    Tensor kn = f32 ? kc : rows(s.kn_), vn = f32 ? vc : rows(s.vn_);
+    const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kn}, {&l.wv, bias(l.bv), &vn}};
     ops::linear_many(h, qkv);
     ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
-    ops::rope(kc, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
+    ops::rope(kn, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
+    if (!f32) {
+      ops::store_rows(kn, kc);
+      ops::store_rows(vn, vc);
+    }
     ops::attention(q, s.k_[li].slice(0, 0, p0 + T), s.v_[li].slice(0, 0, p0 + T), c.num_attention_heads,
                    c.num_key_value_heads, p0, scale, attn);
     ops::linear(attn, l.wo, nullptr, h);
