@@ -17,6 +17,9 @@ and reports the per-round ratios packed / stored.
 --isas A,B runs every model (BF16 included) under each GENPERF_ISA value in turn, in the same
 rounds, as rows "<model> @A", "<model> @B" (ratios to BF16 under the same value), and reports the
 per-round ratios of the last value's tokens/s over the first's, e.g. --isas avx2,avxvnni.
+
+--kv-types A,B does the same with the KV cache's type (genperf bench infer --kv-type), rows
+"<model> kv A", e.g. --kv-types f32,f16 --decode-prompt 1024 for decode over a long context.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys
 
@@ -49,6 +52,8 @@ def main():
     ap.add_argument("--out", help="also write the table and raw records to OUT.md / OUT.json")
     ap.add_argument("--stored", action="store_true", help="also run each quantized file with GENPERF_PACK=0")
     ap.add_argument("--isas", help="comma-separated GENPERF_ISA values to run every model under, side by side")
+    ap.add_argument("--kv-types", help="comma-separated KV cache types to run every model with, side by side")
+    ap.add_argument("--decode-prompt", type=int, default=128, help="prompt tokens before decode is timed")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     thr = ["--threads", str(a.threads)] if a.threads else []
@@ -66,36 +71,44 @@ def main():
         if a.stored and not fp8:  # FP8 is never repacked
             models[f + " stored"] = path
     isas = a.isas.split(",") if a.isas else [None]
-    # (row name, model, environment) of every run of a round, and each row's BF16 reference.
+    kvs = a.kv_types.split(",") if a.kv_types else [None]
+
+    def suffix(isa, kv):
+        return (f" @{isa}" if isa else "") + (f" kv {kv}" if kv else "")
+    # (row name, model, environment, arguments) of every run of a round, and each row's BF16
+    # reference (under the same settings).
     runs, ref = [], {}
     for name, m in models.items():
         for isa in isas:
-            env = dict(os.environ)
-            if name.endswith(" stored"):
-                env["GENPERF_PACK"] = "0"
-            if isa:
-                env["GENPERF_ISA"] = isa
-            key = f"{name} @{isa}" if isa else name
-            runs.append((key, m, env))
-            ref[key] = f"bf16 @{isa}" if isa else "bf16"
+            for kv in kvs:
+                env = dict(os.environ)
+                if name.endswith(" stored"):
+                    env["GENPERF_PACK"] = "0"
+                if isa:
+                    env["GENPERF_ISA"] = isa
+                key = name + suffix(isa, kv)
+                runs.append((key, m, env, ["--kv-type", kv] if kv else []))
+                ref[key] = "bf16" + suffix(isa, kv)
     bw = json.loads(run([a.genperf, "bench", "infer", "--model", "random:tiny", "--json", "--reps", "1",
                          "--prefill", "16", "--decode-tokens", "2"] + thr))
     peak_bw = bw.get("machine", {}).get("bandwidth_gbs")
-    recs = {k: [] for k, _, _ in runs}
+    recs = {k: [] for k, _, _, _ in runs}
     for i in range(a.rounds):
-        for k, m, env in runs:
+        for k, m, env, extra in runs:
             out = run([a.genperf, "bench", "infer", "--model", m, "--json", "--no-peaks", "--reps", str(a.reps),
-                       "--prefill", str(a.prefill)] + thr, env=env)
+                       "--prefill", str(a.prefill), "--decode-prompt", str(a.decode_prompt)] + thr + extra, env=env)
             recs[k].append(json.loads(out))
         print(f"  round {i + 1}/{a.rounds} done", file=sys.stderr)
 
     def pf(r): return r["prefill"][0]["tokens_per_s"]
     def dc(r): return r["decode"]["tokens_per_s"]
-    lines = [f"Shape {a.shape}, prefill T={a.prefill}, {a.rounds} rounds x {a.reps} reps, "
+    lines = [f"Shape {a.shape}, prefill T={a.prefill}, decode after {a.decode_prompt} tokens, "
+             f"{a.rounds} rounds x {a.reps} reps, "
              f"read bandwidth {('%.1f' % peak_bw) if peak_bw else '?'} GB/s; median [min, max] over rounds; "
              "ratios: median of per-round ratios to bf16.", "",
-             "| weights | bytes (MB) | prefill tok/s | x bf16 | decode tok/s | x bf16 | decode GB/s | of bw | peak RSS (MB) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| weights | bytes (MB) | prefill tok/s | x bf16 | decode tok/s | x bf16 | decode GB/s | of bw | "
+             "KV cache (MB) | peak RSS (MB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     summary = {}
     for k in recs:
         rs = recs[k]
@@ -104,14 +117,15 @@ def main():
         dr = [dc(r) / dc(b) for r, b in zip(rs, recs[ref[k]])]
         gbs = statistics.median(r["decode"]["gbs"] for r in rs)
         rss = statistics.median(r["memory"]["peak_rss_bytes"] for r in rs) / 1e6
+        kvmb = rs[0]["memory"]["kv_cache_bytes"] / 1e6
         wb = rs[0]["memory"]["weights_bytes"] / 1e6
         frac = f"{gbs / peak_bw:.2f}" if peak_bw else "?"
         pm, pl, ph = med_min_max(p)
         dm, dl, dh = med_min_max(d)
         lines.append(f"| {k} | {wb:.1f} | {pm:.0f} [{pl:.0f}, {ph:.0f}] | {statistics.median(pr):.2f} | "
-                     f"{dm:.1f} [{dl:.1f}, {dh:.1f}] | {statistics.median(dr):.2f} | {gbs:.1f} | {frac} | {rss:.0f} |")
+                     f"{dm:.1f} [{dl:.1f}, {dh:.1f}] | {statistics.median(dr):.2f} | {gbs:.1f} | {frac} | {kvmb:.1f} | {rss:.0f} |")
         summary[k] = dict(prefill=p, decode=d, prefill_ratio=pr, decode_ratio=dr, decode_gbs=gbs, peak_rss_mb=rss,
-                          weights_mb=wb)
+                          weights_mb=wb, kv_cache_mb=kvmb)
     def ratios(key, over):
         pr = [pf(r) / pf(b) for r, b in zip(recs[key], recs[over])]
         dr = [dc(r) / dc(b) for r, b in zip(recs[key], recs[over])]
@@ -122,17 +136,25 @@ def main():
             if name + " stored" not in models:
                 continue
             for isa in isas:
-                at = f" @{isa}" if isa else ""
-                line, pr, dr = ratios(name + at, name + " stored" + at)
-                lines.append(line)
-                summary[name + at]["packed_over_stored"] = dict(prefill=pr, decode=dr)
-    if len(isas) > 1:
-        lines += ["", f"| weights | prefill @{isas[-1]} / @{isas[0]} | decode @{isas[-1]} / @{isas[0]} |",
-                  "|---|---|---|"]
+                for kv in kvs:
+                    at = suffix(isa, kv)
+                    line, pr, dr = ratios(name + at, name + " stored" + at)
+                    lines.append(line)
+                    summary[name + at]["packed_over_stored"] = dict(prefill=pr, decode=dr)
+    # Per setting with several values: the last value over the first, the other setting alike.
+    for axis, values in (("isa", isas), ("kv", kvs)):
+        if len(values) < 2:
+            continue
+        def at(v, other):
+            return suffix(v, other) if axis == "isa" else suffix(other, v)
+        last, first = at(values[-1], None).strip(), at(values[0], None).strip()
+        lines += ["", f"| weights | prefill {last} / {first} | decode {last} / {first} |", "|---|---|---|"]
         for name in models:
-            line, pr, dr = ratios(f"{name} @{isas[-1]}", f"{name} @{isas[0]}")
-            lines.append(line.replace(f"| {name} @{isas[-1]} |", f"| {name} |", 1))
-            summary[f"{name} @{isas[-1]}"]["over_first_isa"] = dict(prefill=pr, decode=dr)
+            for other in (kvs if axis == "isa" else isas):
+                hi, lo = name + at(values[-1], other), name + at(values[0], other)
+                line, pr, dr = ratios(hi, lo)
+                lines.append(line.replace(f"| {hi} |", f"| {name + at(None, other)} |", 1))
+                summary[hi][f"over_first_{axis}"] = dict(prefill=pr, decode=dr)
     text = "\n".join(lines)
     print(text)
     if a.out:

@@ -101,6 +101,17 @@ TEST_F(Cli, EvalPplMcKlAndGguf) {
   Result kl = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
   ASSERT_EQ(kl.code, 0) << kl.err;
   EXPECT_LT(Json::parse(kl.out).at("kl_mean").as_number(), 1e-9);
+  // An f16 cache against the f32 one (the reference's default): close, but not the same.
+  Result klh = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
+                      " --ctx 64 --json --kv-type f16", tmp_);
+  ASSERT_EQ(klh.code, 0) << klh.err;
+  const double kl16 = Json::parse(klh.out).at("kl_mean").as_number();
+  EXPECT_GT(kl16, 1e-12);
+  EXPECT_LT(kl16, 1e-4);
+  Result klhh = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
+                       " --ctx 64 --json --kv-type f16 --ref-kv-type f16", tmp_);
+  ASSERT_EQ(klhh.code, 0) << klhh.err;
+  EXPECT_LT(Json::parse(klhh.out).at("kl_mean").as_number(), 1e-9);
 
   // The same model as GGUF (tokenizer in its metadata) scores the same.
   Result cv = gp("convert --model " + model() + " --out " + (tmp_ / "m.gguf"), tmp_);

@@ -94,7 +94,10 @@ int cmd_eval(int argc, char** argv) {
     specs.push_back({"text", "text file to score"});
     specs.push_back({"ctx", "tokens per window", "512"});
   }
-  if (kind == "kl") specs.push_back({"ref", "the reference model (same forms as --model)"});
+  if (kind == "kl") {
+    specs.push_back({"ref", "the reference model (same forms as --model)"});
+    specs.push_back({"ref-kv-type", "the reference's KV cache type", "f32"});
+  }
   if (kind == "mc") specs.push_back({"tasks", "JSONL file: {context, choices, gold} a line"});
   Args a("eval " + kind, specs, argc, argv, 3);
   if (run_help(a)) return 0;
@@ -119,6 +122,7 @@ int cmd_eval(int argc, char** argv) {
       std::printf("acc %.4f  acc_norm %.4f  acc_pmi %.4f  tasks %lld\n", r.acc, r.acc_norm, r.acc_pmi, (long long)r.n);
   } else {
     LlamaModel ref = load_model(a.str("ref"), a);
+    ref.set_kv_dtype(parse_dtype(a.str("ref-kv-type")));
     const KlResult r = kl_divergence(m, ref, read_text_file(a.str("text")), a.integer("ctx"), !json);
     out["ref"] = ref.source();
     out["kl_mean"] = r.kl_mean;

@@ -542,7 +542,6 @@ void attention_decode(const AttentionTask& base, int64_t Hkv, int64_t group, int
 #pragma omp parallel num_threads(team)
   {
     std::vector<float> scratch(attention_scratch_floats(D) + 16);
-    std::vector<float> stage(base.kv == DType::F32 ? 0 : size_t(2 * kAttnKeyBlock * D));
     std::vector<float> ml(static_cast<size_t>(2 * nq));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < Hkv * splits; ++i) {
@@ -556,7 +555,7 @@ void attention_decode(const AttentionTask& base, int64_t Hkv, int64_t group, int
       a.j0 = blocks * s / splits * kAttnKeyBlock;
       a.j1 = std::min(visible, blocks * (s + 1) / splits * kAttnKeyBlock);
       a.scratch = scratch.data();
-      a.stage = stage.data();
+      a.stage = nullptr;  // the row path reads the cache as it is
       if (splits == 1) {
         a.acc = out + size_t(a.h0 * D);
         a.acc_ldt = ldo;
