@@ -107,6 +107,12 @@ struct V {
   static float hsum(R a) {
     return ((a.v[0] + a.v[4]) + (a.v[2] + a.v[6])) + ((a.v[1] + a.v[5]) + (a.v[3] + a.v[7]));
   }
+  static void hsum4(R a, R b, R c, R d, float* out) {
+    out[0] = hsum(a);
+    out[1] = hsum(b);
+    out[2] = hsum(c);
+    out[3] = hsum(d);
+  }
   static float hmax(R a) {
     float m = a.v[0];
     for (int i = 1; i < W; ++i) m = a.v[i] > m ? a.v[i] : m;
