@@ -36,8 +36,9 @@ struct MemoryAccount {
 
 class LlamaModel;
 
-// One sequence: its KV cache ([L][C][Hkv*D] in f32, or f16 / bf16 for half the bytes, as
-// llama.cpp keeps it) and the scratch buffers of a forward pass.
+// One sequence: its KV cache ([L][C][Hkv*D] in f32; f16 or bf16 for half the bytes, as llama.cpp
+// keeps it; q8_0 for 34 bytes per 32 values where the head dimension is a multiple of 32) and
+// the scratch buffers of a forward pass.
 class Session {
  public:
   // kv: the cache's type; the first form takes the model's (LlamaModel::kv_dtype).
@@ -84,7 +85,8 @@ class LlamaModel {
   size_t weight_bytes_of(const std::string& name) const;  // 0 when absent
   MemoryAccount memory(const Session& s) const;
   // The KV cache type of sessions that do not name one: f32 unless set; f16 or bf16 halve the
-  // cache, as llama.cpp's default f16 cache does. Throws for any other type.
+  // cache, as llama.cpp's default f16 cache does, q8_0 (llama.cpp's --cache-type-k q8_0) takes
+  // 0.27 of it. Throws for any other type.
   DType kv_dtype() const { return kv_dtype_; }
   void set_kv_dtype(DType kv);
 

@@ -12,7 +12,7 @@ namespace detail {
 namespace {
 
 // Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous. A KV cache (cache) may
-// also hold f16 or bf16.
+// also hold f16, bf16 or Q8_0.
 void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cache) {
   GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
@@ -21,12 +21,14 @@ void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cach
            ": expected a 1-D or 2-D tensor");
   const DType dt = t.dtype();
   if (cache)
-    GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16, "[", op, "] ", name, " ",
-             t.describe(), ": expected f32, f16 or bf16");
+    GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::Q8_0, "[", op,
+             "] ", name, " ", t.describe(), ": expected f32, f16, bf16 or q8_0");
   else
     GP_CHECK(t.dtype() == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
-  GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == bytes_for(t.dtype(), 1), "[", op, "] ", name, " ",
-           t.describe(), ": innermost dimension must be contiguous");
+  // Block formats have no per-element stride: their rows are whole blocks.
+  const auto& tr = traits(dt);
+  GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == (tr.block_size == 1 ? tr.block_bytes : 0), "[", op, "] ",
+           name, " ", t.describe(), ": innermost dimension must be contiguous");
 }
 
 void check_act(const char* op, const char* name, const Tensor& t) { check_cpu_rows(op, name, t, false); }
@@ -149,6 +151,8 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
            nkv_heads, " x ", D, " for q ", q.describe(), " with ", nheads, " heads");
   check_same_shape("attention", "k", k, "v", v);
   check_same_shape("attention", "q", q, "out", out);
+  GP_CHECK(k.dtype() != DType::Q8_0 || D % 32 == 0, "[attention] k ", k.describe(),
+           ": a q8_0 cache needs a head dimension that is a multiple of 32, not ", D);
   GP_CHECK(q_pos0 >= 0 && q_pos0 + T <= S, "[attention] queries at positions ", q_pos0, "..",
            q_pos0 + T - 1, " need keys up to ", q_pos0 + T, ", cache k ", k.describe(), " has ", S);
   return {T, S, D};

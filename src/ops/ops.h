@@ -55,12 +55,12 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 // x[T,K] += y[T,K].
 void add_inplace(Tensor& x, const Tensor& y);
 
-// dst[T, N] = src[T, N] in dst's type: f32, or f16 / bf16 rounded to nearest even (rows of a
-// KV cache).
+// dst[T, N] = src[T, N] in dst's type: f32, f16 / bf16 rounded to nearest even, or Q8_0 blocks
+// (ggml's quantizer; N a multiple of 32) (rows of a KV cache).
 void store_rows(const Tensor& src, Tensor& dst);
 
 // Causal grouped-query attention. q[T, H*D]; k, v[S, Hkv*D] hold keys for positions 0..S-1, in
-// f32, f16 or bf16 (one type for both: a KV cache of half the bytes);
+// f32, f16, bf16 or Q8_0 (D a multiple of 32) (one type for both: a smaller KV cache);
 // query row t sits at position q_pos0 + t and attends to keys 0..q_pos0+t (so q_pos0 + T <= S).
 // out[T, H*D] = softmax(q k^T * scale) v per head; query head h uses kv head h / (H / Hkv).
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,

@@ -159,8 +159,8 @@ TEST_F(Cli, IsaSettingIsNamedInTheRecord) {
       << read_text_file(err);
 }
 
-// --kv-type: the record names the cache's type, an f16 or bf16 cache takes half the bytes, and a
-// type the cache cannot hold is refused.
+// --kv-type: the record names the cache's type, an f16 or bf16 cache takes half the bytes, q8_0
+// 34 of 128, and a type the cache cannot hold is refused.
 TEST_F(Cli, KvTypeHalvesTheCache) {
   std::map<std::string, int64_t> bytes;
   for (const std::string kv : {"f32", "f16", "bf16"}) {
@@ -178,8 +178,22 @@ TEST_F(Cli, KvTypeHalvesTheCache) {
   EXPECT_EQ(bytes["bf16"] * 2, bytes["f32"]);
   std::string out;
   const std::string err = tmp_ / "kv-err.txt";
+  // q8_0 takes 34 bytes per 32 values, where the head dimension is a multiple of 32 (random:default's
+  // is 32, random:tiny's 16).
+  std::string info;
+  ASSERT_EQ(run_command(kGenperf + " info --model random:default --json --kv-type q8_0 2>" + err, &info), 0)
+      << read_text_file(err);
+  std::string info32;
+  ASSERT_EQ(run_command(kGenperf + " info --model random:default --json 2>" + err, &info32), 0);
+  EXPECT_EQ(Json::parse(info).at("kv_type").as_string(), "q8_0");
+  EXPECT_EQ(Json::parse(info).at("kv_cache_bytes_per_token").as_int() * 128,
+            Json::parse(info32).at("kv_cache_bytes_per_token").as_int() * 34);
   EXPECT_EQ(run_command(kGenperf + " bench infer --model random:tiny --json --kv-type q8_0 2>" + err, &out), 1);
-  EXPECT_NE(read_text_file(err).find("a KV cache of q8_0 is not supported (f32, f16 or bf16)"), std::string::npos)
+  EXPECT_NE(read_text_file(err).find("a KV cache of q8_0 needs a head dimension that is a multiple of 32; this "
+                                     "model's is 16"), std::string::npos)
+      << read_text_file(err);
+  EXPECT_EQ(run_command(kGenperf + " bench infer --model random:tiny --json --kv-type q4_0 2>" + err, &out), 1);
+  EXPECT_NE(read_text_file(err).find("a KV cache of q4_0 is not supported (f32, f16, bf16 or q8_0)"), std::string::npos)
       << read_text_file(err);
 }
 

@@ -21,7 +21,7 @@ CLI:
       writes float32 logits [T, V] row-major, raw, no header.
   llama_ref.py --model DIR --ids 1,5,9 --greedy N
       prints N greedy token ids (argmax, full recompute each step), one line.
-  --kv f16|bf16 rounds the keys (after RoPE) and values as a KV cache of that type holds them.
+  --kv f16|bf16|q8_0 rounds the keys (after RoPE) and values as a KV cache of that type holds them.
 Errors: message on stderr, exit code 1.
 """
 import argparse
@@ -138,12 +138,21 @@ def inv_freq(cfg):
 
 def round_kv(x, kv):
     """The values a KV cache of type kv holds: x in f32, then rounded to nearest even to f16 or
-    bf16 (bf16: the top 16 bits of the f32, rounded on the 16 below)."""
+    bf16 (bf16: the top 16 bits of the f32, rounded on the 16 below), or quantized to Q8_0 along
+    the last axis as ggml's reference does it in f32 (blocks of 32: d = amax / 127, codes
+    round(x / d) with ties away from zero, d stored as f16)."""
     x32 = np.asarray(x, dtype=np.float32)
     if kv == "f32":
         return x32.astype(np.float64)
     if kv == "f16":
         return x32.astype(np.float16).astype(np.float64)
+    if kv == "q8_0":
+        b = x32.reshape(x32.shape[:-1] + (x32.shape[-1] // 32, 32))
+        d = np.abs(b).max(axis=-1, keepdims=True) / np.float32(127)
+        inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0))
+        v = (b * inv).astype(np.float32)
+        q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+        return (q.astype(np.float64) * d.astype(np.float16).astype(np.float64)).reshape(x32.shape)
     u = x32.view(np.uint32).astype(np.uint64)
     u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
@@ -246,7 +255,7 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--logits", help="write float32 logits [T, V] to this file")
     mode.add_argument("--greedy", type=int, help="generate N tokens greedily")
-    ap.add_argument("--kv", choices=["f32", "f16", "bf16"], default="f32",
+    ap.add_argument("--kv", choices=["f32", "f16", "bf16", "q8_0"], default="f32",
                     help="the KV cache's type: keys and values rounded to it (f32: kept exact)")
     def fail(msg):
         ap.print_usage(sys.stderr)

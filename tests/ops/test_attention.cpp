@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -38,15 +39,17 @@ void expect_within(const std::vector<double>& got, const std::vector<double>& wa
   EXPECT_EQ(bad, 0) << what;
 }
 
-// A cache of f16 or bf16 with row padding (strided rows) holding src's values rounded.
+// A cache of f16 or bf16 with row padding (strided rows), or of Q8_0 (whole rows: a block format
+// has no column slices), holding src's values rounded or quantized.
 Tensor half_cache(const Tensor& src, DType dt, int64_t pad) {
+  if (dt == DType::Q8_0) pad = 0;
   Tensor t = Tensor::zeros({src.size(0), src.size(1) + 2 * pad}, dt).slice(1, pad, src.size(1));
   t.copy_from(src);
   return t;
 }
 
-// kv: the cache's type. An f16 or bf16 cache is compared with the reference on its own
-// (rounded) values, which the reference reads exactly.
+// kv: the cache's type. An f16, bf16 or Q8_0 cache is compared with the reference on its own
+// (rounded or quantized) values, which the reference reads exactly.
 void run_case(const Case& c, Rng& rng, DType kv = DType::F32) {
   SCOPED_TRACE(label(c) + " kv " + dtype_name(kv));
   const int64_t S = c.q_pos0 + c.T + c.extra_keys;
@@ -128,16 +131,18 @@ TEST(Attention, LongDecodeSplitsKeys) {
 }
 
 TEST(Attention, HalfCachesMatchReference) {
-  // f16 and bf16 caches: the prefill tiles and decode rows read a key block's rows converted to
-  // f32, at every level, including split key ranges.
+  // f16, bf16 and Q8_0 caches: the prefill tiles read a key block's rows converted to f32, the
+  // decode rows convert as they load, at every level, including split key ranges. Q8_0 takes
+  // head dimensions that are multiples of 32.
   Rng rng(announce_seed(36, "Attention.HalfCachesMatchReference"));
-  for (DType kv : {DType::F16, DType::BF16}) {
+  for (DType kv : {DType::F16, DType::BF16, DType::Q8_0}) {
+    const bool q8 = kv == DType::Q8_0;
     for (int64_t ratio : {1, 4})
-      for (int64_t D : {64, 33})
+      for (int64_t D : {int64_t(64), q8 ? int64_t(32) : int64_t(33)})
         for (int64_t T : {1, 3, 17, 64})
           for (int64_t q_pos0 : {0, 100}) run_case({T, q_pos0, T % 2 ? 7 : 0, 2 * ratio, 2, D}, rng, kv);
-    for (int64_t T : {8, 33}) run_case({T, 63, 1, 4, 1, 16}, rng, kv);
-    run_case({9, 0, 0, 1, 1, 1}, rng, kv);
+    for (int64_t T : {8, 33}) run_case({T, 63, 1, 4, 1, q8 ? 32 : 16}, rng, kv);
+    if (!q8) run_case({9, 0, 0, 1, 1, 1}, rng, kv);
     const int saved = num_threads();
     set_num_threads(5);
     run_case({1, 2000, 0, 4, 1, 64}, rng, kv);
@@ -146,13 +151,14 @@ TEST(Attention, HalfCachesMatchReference) {
 }
 
 TEST(Attention, StoreRowsRoundsToNearestEven) {
-  // Rows of a KV cache: every level's f16 and bf16 rounding equals the scalar reference's,
-  // bit for bit, at row lengths around the vector widths, into strided rows. f16 also gets
+  // Rows of a KV cache: every level's f16 and bf16 rounding (and Q8_0 quantization, which every
+  // level takes from the reference quantizer) equals the scalar reference's, bit for bit, at row lengths around the vector widths, into strided rows. f16 also gets
   // values that round to infinity, to the largest finite, and to subnormals.
   Rng rng(announce_seed(37, "Attention.StoreRowsRoundsToNearestEven"));
   IsaLevels isas;
-  for (DType dt : {DType::F16, DType::BF16})
+  for (DType dt : {DType::F16, DType::BF16, DType::Q8_0})
     for (int64_t N : {1, 7, 8, 9, 15, 16, 17, 33, 64, 100}) {
+      if (dt == DType::Q8_0 && N % 32) continue;
       SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(N));
       Guarded src(3, N, 2);
       fill_normal(src.view(), rng);
@@ -160,17 +166,20 @@ TEST(Attention, StoreRowsRoundsToNearestEven) {
         const float special[] = {70000.0f, 65519.0f, 65520.0f, -1e-6f, 3e-8f, 2.98e-8f, 0.0f, -0.0f};
         for (int64_t i = 0; i < N && i < 8; ++i) src.view().row<float>(1)[i] = special[i];
       }
-      Tensor want = Tensor::zeros({3, N + 4}, dt).slice(1, 1, N);
+      // Strided rows for f16 and bf16; whole rows of blocks for Q8_0.
+      auto rows = [&] {
+        return dt == DType::Q8_0 ? Tensor::zeros({3, N}, dt) : Tensor::zeros({3, N + 4}, dt).slice(1, 1, N);
+      };
+      Tensor want = rows();
       ops::ref::store_rows(src.view(), want);
       for (Isa level : isas.levels()) {
         set_isa(level);
         SCOPED_TRACE(isa_name(level));
-        Tensor got = Tensor::zeros({3, N + 4}, dt).slice(1, 1, N);
+        Tensor got = rows();
         ops::store_rows(src.view(), got);
         int64_t bad = 0;
         for (int64_t t = 0; t < 3; ++t)
-          for (int64_t i = 0; i < N; ++i)
-            bad += got.row<uint16_t>(t)[i] != want.row<uint16_t>(t)[i];
+          bad += std::memcmp(got.row(t), want.row(t), bytes_for(dt, N)) != 0;
         EXPECT_EQ(bad, 0);
       }
     }
@@ -202,7 +211,10 @@ TEST(Attention, ErrorsNameTheOperands) {
             "[attention] k f16[10, 32] and v f32[10, 32]: the cache's keys and values must share one type");
   const Tensor k8 = Tensor::zeros({10, 32}, DType::F8_E4M3);
   EXPECT_EQ(error_of([&] { ops::attention(q, k8, k8, 4, 2, 0, 0.25f, out); }),
-            "[attention] k f8_e4m3[10, 32]: expected f32, f16 or bf16");
+            "[attention] k f8_e4m3[10, 32]: expected f32, f16, bf16 or q8_0");
+  const Tensor kq = Tensor::zeros({10, 32}, DType::Q8_0);
+  EXPECT_EQ(error_of([&] { ops::attention(q, kq, kq, 4, 2, 0, 0.25f, out); }),
+            "[attention] k q8_0[10, 32]: a q8_0 cache needs a head dimension that is a multiple of 32, not 16");
   const Tensor k2 = Tensor::zeros({10, 48});
   EXPECT_EQ(error_of([&] { ops::attention(q, k2, k2, 4, 2, 0, 0.25f, out); }),
             "[attention] k f32[10, 48]: expected rows of 2 x 16 for q f32[4, 64] with 4 heads");

@@ -17,7 +17,7 @@ inline const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_TH
 inline const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
 inline const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
 inline const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
-inline const OptionSpec kKvType{"kv-type", "KV cache type: f32, or f16 / bf16 (half the bytes, llama.cpp's default f16)", "f32"};
+inline const OptionSpec kKvType{"kv-type", "KV cache type: f32, f16 / bf16 (half the bytes, llama.cpp's default f16) or q8_0", "f32"};
 
 inline std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);

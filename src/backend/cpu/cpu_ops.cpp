@@ -42,7 +42,6 @@ constexpr int64_t kParallelElems = int64_t(1) << 15;
 int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
 // Row stride in floats of an f32 activation (any value for a single row).
 size_t ld_floats(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / 4; }
-size_t ld_elems(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / bytes_for(t.dtype(), 1); }
 int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
 
 // The most rows for which block-quantized weights take the integer GEMV rather than the
@@ -453,6 +452,13 @@ void store_rows(const Tensor& src, Tensor& dst) {
     for (int64_t t = 0; t < T; ++t) std::memcpy(d + size_t(t) * ld, s + size_t(t) * ls, size_t(N) * 4);
     return;
   }
+  if (dst.dtype() == DType::Q8_0) {  // the reference quantizer: a few rows a step in decode
+    const auto from_f32 = traits(DType::Q8_0).from_f32;
+    const int nt = threads_for(T * N);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t t = 0; t < T; ++t) from_f32(s + size_t(t) * ls, d + size_t(t) * ld, N);
+    return;
+  }
   const auto fn = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
   const int nt = threads_for(T * N);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -475,9 +481,9 @@ AttentionTask base_task(const Tensor& q, const Tensor& k, const Tensor& v, int64
   a.ldq = ld_floats(q);
   a.kv = k.dtype();
   a.k = k.raw();
-  a.ldk = ld_elems(k);
+  a.ldk = k.stride(0);
   a.v = v.raw();
-  a.ldv = ld_elems(v);
+  a.ldv = v.stride(0);
   a.D = D;
   a.q_pos0 = q_pos0;
   a.scale = scale;

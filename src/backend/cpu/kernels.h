@@ -25,8 +25,9 @@ using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // One attention work item: query rows [t0, t1) of heads [h0, h1) (which share kv head hk) against
 // keys [j0, j1) of the cache. Row t sits at position q_pos0 + t and sees keys <= its position.
 // A task of one head and at least kAttnTileMinRows rows (at most kAttnQueryBlock) runs as a tile.
-// The cache (k, v) holds kv elements: f32, or f16 / bf16 (half the bytes), whose rows of a key
-// block are converted to f32 into stage before use. Its strides are in elements.
+// The cache (k, v) holds kv elements: f32, or f16 / bf16 (half the bytes) or Q8_0 (head dimension
+// a multiple of 32), converted to f32 as they are loaded (prefill tiles: a key block's rows at a
+// time, into stage). Its row strides are in bytes.
 struct AttentionTask {
   const float* q;
   size_t ldq;  // q[T, H*D]
@@ -47,7 +48,7 @@ struct AttentionTask {
   float* m;
   float* l;        // per query; required by the row path even when normalizing
   float* scratch;  // attention_scratch_floats(D) floats
-  float* stage;    // 2 * kAttnKeyBlock * D floats where kv is not f32 (k rows, then v rows)
+  float* stage;    // tiles: 2 * kAttnKeyBlock * D floats where kv is not f32 (k rows, then v rows)
 };
 // Keys per block of the online softmax, query rows per prefill tile, and the fewest rows for
 // which a tile pays for its transposes.

@@ -68,6 +68,10 @@ struct V {
       f16x16_to_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(c), 8), out + 2 * i);
     }
   }
+  static R load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static float f16(uint16_t h) { return _cvtsh_ss(h); }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }

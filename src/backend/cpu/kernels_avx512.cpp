@@ -68,6 +68,10 @@ struct V {
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     f16x32_to_ps(_mm512_slli_epi16(_mm512_cvtepu8_epi16(c), 8), out);
   }
+  static R load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static float f16(uint16_t h) { return _cvtsh_ss(h); }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }

@@ -85,6 +85,11 @@ struct V {
     for (int v = 0; v < 4; ++v)
       out[v] = map([&](int i) { return f16(uint16_t(p[8 * v + i] << 8)); });
   }
+  static R load_i8(const int8_t* p) {
+    R r;
+    for (int i = 0; i < W; ++i) r.v[i] = float(p[i]);
+    return r;
+  }
   static R fma(R a, R b, R c) {
     return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
   }

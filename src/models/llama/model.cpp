@@ -109,14 +109,16 @@ double LlamaModel::forward_flops(int64_t T, int64_t past, LogitsFor which) const
 }
 
 namespace {
-void check_kv_dtype(DType kv) {
-  GP_CHECK(kv == DType::F32 || kv == DType::F16 || kv == DType::BF16, "[llama] a KV cache of ",
-           dtype_name(kv), " is not supported (f32, f16 or bf16)");
+void check_kv_dtype(DType kv, const LlamaConfig& c) {
+  GP_CHECK(kv == DType::F32 || kv == DType::F16 || kv == DType::BF16 || kv == DType::Q8_0,
+           "[llama] a KV cache of ", dtype_name(kv), " is not supported (f32, f16, bf16 or q8_0)");
+  GP_CHECK(kv != DType::Q8_0 || c.head_dim % 32 == 0, "[llama] a KV cache of q8_0 needs a head "
+           "dimension that is a multiple of 32; this model's is ", c.head_dim);
 }
 }  // namespace
 
 void LlamaModel::set_kv_dtype(DType kv) {
-  check_kv_dtype(kv);
+  check_kv_dtype(kv, config_);
   kv_dtype_ = kv;
 }
 
@@ -128,7 +130,7 @@ Session::Session(const LlamaModel& m, int64_t capacity, DType kv)
   GP_CHECK(capacity > 0 && capacity <= c.max_position_embeddings, "[llama] context of ", capacity,
            " tokens is outside 1..", c.max_position_embeddings, " (max_position_embeddings of ",
            m.source(), ")");
-  check_kv_dtype(kv);
+  check_kv_dtype(kv, c);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     k_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
     v_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
