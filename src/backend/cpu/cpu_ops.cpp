@@ -452,8 +452,8 @@ void store_rows(const Tensor& src, Tensor& dst) {
     for (int64_t t = 0; t < T; ++t) std::memcpy(d + size_t(t) * ld, s + size_t(t) * ls, size_t(N) * 4);
     return;
   }
-  if (dst.dtype() == DType::Q8_0) {  // the reference quantizer: a few rows a step in decode
-    const auto from_f32 = traits(DType::Q8_0).from_f32;
+  if (dst.dtype() == DType::Q8_0) {
+    const auto from_f32 = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32;
     const int nt = threads_for(T * N);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t t = 0; t < T; ++t) from_f32(s + size_t(t) * ls, d + size_t(t) * ld, N);

@@ -78,6 +78,9 @@ struct Kernels {
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
   // dst = f16(src), round to nearest even (a KV cache of f16).
   void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
+  // n values (a multiple of 32) to Q8_0 blocks, bit for bit as the reference quantizer
+  // (traits(Q8_0).from_f32) writes them (a KV cache of Q8_0); null: use the reference.
+  void (*quantize_q8_0)(const float* src, void* dst, int64_t n);
   // y = x * (1 / sqrt(mean(x^2) + eps)) * w; y may alias x.
   void (*rms_norm_row)(const float* x, const float* w, int64_t K, float eps, float* y);
   // Rotates nheads heads of D in x with per-pair cos/sin (D/2 each); style as RopeStyle.

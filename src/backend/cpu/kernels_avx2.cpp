@@ -141,6 +141,40 @@ void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// Q8_0 as the reference quantizer; see kernels_avx512.cpp.
+void quantize_q8_0_row(const float* src, void* dst, int64_t n) {
+  uint8_t* o = static_cast<uint8_t*>(dst);
+  const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b + 32 <= n; b += 32, o += 34) {
+    __m256 x[4], m = _mm256_setzero_ps();
+    for (int u = 0; u < 4; ++u) {
+      x[u] = _mm256_loadu_ps(src + b + 8 * u);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, x[u]));
+    }
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    const float d = _mm_cvtss_f32(s) / 127;
+    const float id = d != 0 ? 1 / d : 0;
+    const uint16_t h = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    memcpy(o, &h, 2);
+    __m256i t[4];
+    for (int u = 0; u < 4; ++u) {
+      const __m256 v = _mm256_mul_ps(x[u], _mm256_set1_ps(id));
+      t[u] = _mm256_cvttps_epi32(v);
+      const __m256 frac = _mm256_sub_ps(v, _mm256_cvtepi32_ps(t[u]));
+      // The comparisons' all-ones lanes are -1: subtracting moves up, adding moves down.
+      t[u] = _mm256_sub_epi32(t[u], _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ)));
+      t[u] = _mm256_add_epi32(t[u], _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf, _CMP_LE_OQ)));
+    }
+    // Packing interleaves 128-bit lanes: 4-code groups come out as t0 t1 t2 t3 (low halves), then
+    // the high halves; the permutation puts each t's eight codes together.
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]), _mm256_packs_epi32(t[2], t[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2), _mm256_permutevar8x32_epi32(p, order));
+  }
+}
+
 }  // namespace
 
 }  // namespace genperf::cpu::avx2
@@ -168,6 +202,7 @@ const Kernels& kernels_avx2() {
     }
     t.f32_to_bf16 = avx2::f32_to_bf16_scalar;
     t.f32_to_f16 = avx2::f32_to_f16_row;
+    t.quantize_q8_0 = avx2::quantize_q8_0_row;
     t.rms_norm_row = avx2::rms_norm_row;
     t.rope_row = avx2::rope_row;
     t.silu_mul_row = avx2::silu_mul_row;

@@ -146,6 +146,31 @@ void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// Q8_0 as the reference quantizer (src/quant/formats.cpp, encode_q8_0): d = amax / 127 in f32,
+// stored as f16 rounded to nearest even; codes round(x * (1 / d)) with ties away from zero,
+// here the truncated value moved one away from zero where the dropped fraction is at least 1/2.
+void quantize_q8_0_row(const float* src, void* dst, int64_t n) {
+  uint8_t* o = static_cast<uint8_t*>(dst);
+  const __m512 sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
+  const __m512i one = _mm512_set1_epi32(1);
+  for (int64_t b = 0; b + 32 <= n; b += 32, o += 34) {
+    const __m512 x[2] = {_mm512_loadu_ps(src + b), _mm512_loadu_ps(src + b + 16)};
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x[0]), _mm512_andnot_ps(sign, x[1])));
+    const float d = amax / 127;
+    const float id = d != 0 ? 1 / d : 0;
+    const uint16_t h = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    memcpy(o, &h, 2);
+    for (int u = 0; u < 2; ++u) {
+      const __m512 v = _mm512_mul_ps(x[u], _mm512_set1_ps(id));
+      __m512i t = _mm512_cvttps_epi32(v);
+      const __m512 frac = _mm512_sub_ps(v, _mm512_cvtepi32_ps(t));
+      t = _mm512_mask_add_epi32(t, _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ), t, one);
+      t = _mm512_mask_sub_epi32(t, _mm512_cmp_ps_mask(frac, mhalf, _CMP_LE_OQ), t, one);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 + 16 * u), _mm512_cvtepi32_epi8(t));
+    }
+  }
+}
+
 // FP8 rows straight to bf16 (the decoded panels of the bf16 GEMM): d * fp8(code) in f32, then
 // rounded as f32_to_bf16_native rounds it, without a row of f32 in between.
 template <class L>
@@ -212,6 +237,7 @@ const Kernels& kernels_avx512() {
     t.f32_to_bf16 =
         cpu_features().avx512_bf16 ? avx512::f32_to_bf16_native : avx512::f32_to_bf16_emulated;
     t.f32_to_f16 = avx512::f32_to_f16_row;
+    t.quantize_q8_0 = avx512::quantize_q8_0_row;
     t.rms_norm_row = avx512::rms_norm_row;
     t.rope_row = avx512::rope_row;
     t.silu_mul_row = avx512::silu_mul_row;
