@@ -188,6 +188,42 @@ void BM_Attention(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One decode step's attention over 12 layers' caches (the 110M shape: 12 heads of 64, a query
+// after q_pos0 cached tokens), the caches together larger than the last-level cache, of type kv
+// (args: kv type, q_pos0, layout). Layout 0 keeps rows of all heads ([S, H*D] per layer), layout
+// 1 is head-major ([H, S, D], as LlamaModel keeps it: each head's keys one stream). Reports GB/s
+// of the cache read.
+void BM_AttentionDecode(benchmark::State& state) {
+  const DType kv = DType(state.range(0));
+  const int64_t q_pos0 = state.range(1), H = 12, D = 64, L = 12, S = q_pos0 + 1;
+  const bool head_major = state.range(2) == 1;
+  const Tensor q = random({1, H * D}, DType::F32, 1);
+  Tensor out = Tensor::zeros({1, H * D});
+  auto cache = [&](uint64_t seed) {
+    const Tensor rows = random({S, H * D}, DType::F32, seed);
+    if (!head_major) return rows.to(kv);
+    Tensor t = Tensor::zeros({H, S, D}, kv);
+    for (int64_t h = 0; h < H; ++h) {
+      Tensor dst = t.slice(0, h, 1).view({S, D});
+      dst.copy_from(rows.slice(1, h * D, D));
+    }
+    return t;
+  };
+  std::vector<Tensor> k, v;
+  for (int64_t l = 0; l < L; ++l) {
+    k.push_back(cache(uint64_t(10 + 2 * l)));
+    v.push_back(cache(uint64_t(11 + 2 * l)));
+  }
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (auto _ : state) {
+    for (int64_t l = 0; l < L; ++l) ops::attention(q, k[size_t(l)], v[size_t(l)], H, H, q_pos0, scale, out);
+    benchmark::DoNotOptimize(out.raw());
+  }
+  double bytes = 0;
+  for (int64_t l = 0; l < L; ++l) bytes += double(k[size_t(l)].nbytes() + v[size_t(l)].nbytes());
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 constexpr int64_t kF32 = int64_t(DType::F32), kF16 = int64_t(DType::F16),
                   kBF16 = int64_t(DType::BF16), kQ8_0 = int64_t(DType::Q8_0),
                   kQ4_0 = int64_t(DType::Q4_0), kQ4_1 = int64_t(DType::Q4_1),
@@ -257,6 +293,9 @@ BENCHMARK(BM_QGemvHot)->Apply(qgemv_hot_args)->Apply(protocol);
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->Apply(protocol);
 BENCHMARK(BM_LinearRows)->Apply(rows_args)->Apply(protocol);
 BENCHMARK(BM_Attention)->Args({512, 0})->Args({1, 127})->Args({1, 511})->Apply(protocol);
+BENCHMARK(BM_AttentionDecode)
+    ->ArgsProduct({{kF32, kF16, kQ8_0}, {1023, 4095}, {0, 1}})
+    ->Apply(protocol);
 
 }  // namespace
 

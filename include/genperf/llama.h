@@ -36,9 +36,10 @@ struct MemoryAccount {
 
 class LlamaModel;
 
-// One sequence: its KV cache ([L][C][Hkv*D] in f32; f16 or bf16 for half the bytes, as llama.cpp
-// keeps it; q8_0 for 34 bytes per 32 values where the head dimension is a multiple of 32) and
-// the scratch buffers of a forward pass.
+// One sequence: its KV cache (per layer head-major [Hkv][C][D], so that each head's keys are one
+// stream; f32, f16 or bf16 for half the bytes, as llama.cpp keeps it, or q8_0 for 34 bytes per
+// 32 values where the head dimension is a multiple of 32) and the scratch buffers of a forward
+// pass.
 class Session {
  public:
   // kv: the cache's type; the first form takes the model's (LlamaModel::kv_dtype).
@@ -60,9 +61,9 @@ class Session {
   const LlamaModel* model_;
   int64_t capacity_, pos_ = 0, scratch_T_ = 0;
   DType kv_;
-  std::vector<Tensor> k_, v_;                       // per layer [C, Hkv*D]
+  std::vector<Tensor> k_, v_;                       // per layer [Hkv, C, D]
   Tensor x_, h_, q_, attn_, gate_, up_;  // [T, ...] scratch
-  Tensor kn_, vn_;  // [T, Hkv*D] new keys and values in f32, where the cache holds f16 / bf16
+  Tensor kn_, vn_;  // [T, Hkv*D] new keys and values in f32
   std::vector<int32_t> positions_;
 };
 

@@ -12,13 +12,17 @@ namespace detail {
 namespace {
 
 // Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous. A KV cache (cache) may
-// also hold f16, bf16 or Q8_0.
+// also hold f16, bf16 or Q8_0, and be 3-D (head-major).
 void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cache) {
   GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
            device_name(t.device()), "; this op runs on the CPU");
-  GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
-           ": expected a 1-D or 2-D tensor");
+  if (cache)
+    GP_CHECK(t.ndim() >= 1 && t.ndim() <= 3, "[", op, "] ", name, " ", t.describe(),
+             ": expected rows [S, Hkv*D] or head-major [Hkv, S, D]");
+  else
+    GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
+             ": expected a 1-D or 2-D tensor");
   const DType dt = t.dtype();
   if (cache)
     GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::Q8_0, "[", op,
@@ -131,7 +135,11 @@ void check_add(const Tensor& x, const Tensor& y) {
 void check_store_rows(const Tensor& src, const Tensor& dst) {
   check_act("store_rows", "src", src);
   check_cache("store_rows", "dst", dst);
-  check_same_shape("store_rows", "src", src, "dst", dst);
+  if (dst.ndim() == 3)
+    GP_CHECK(src.ndim() == 2 && dst.size(1) == src.size(0) && dst.size(0) * dst.size(2) == src.size(1),
+             "[store_rows] dst ", dst.describe(), ": expected [H, T, D] heads of src ", src.describe());
+  else
+    check_same_shape("store_rows", "src", src, "dst", dst);
 }
 
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
@@ -146,9 +154,15 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
            " query heads is not a multiple of ", nkv_heads, " key/value heads");
   GP_CHECK(q.size(-1) % nheads == 0, "[attention] q ", q.describe(),
            ": row length is not a multiple of ", nheads, " heads");
-  const int64_t D = q.size(-1) / nheads, T = rows_of(q), S = rows_of(k);
-  GP_CHECK(k.size(-1) == nkv_heads * D, "[attention] k ", k.describe(), ": expected rows of ",
-           nkv_heads, " x ", D, " for q ", q.describe(), " with ", nheads, " heads");
+  const int64_t D = q.size(-1) / nheads, T = rows_of(q);
+  const bool head_major = k.ndim() == 3;
+  const int64_t S = head_major ? k.size(1) : rows_of(k);
+  if (head_major)
+    GP_CHECK(k.size(0) == nkv_heads && k.size(2) == D, "[attention] k ", k.describe(), ": expected [",
+             nkv_heads, ", S, ", D, "] for q ", q.describe(), " with ", nheads, " heads");
+  else
+    GP_CHECK(k.size(-1) == nkv_heads * D, "[attention] k ", k.describe(), ": expected rows of ",
+             nkv_heads, " x ", D, " for q ", q.describe(), " with ", nheads, " heads");
   check_same_shape("attention", "k", k, "v", v);
   check_same_shape("attention", "q", q, "out", out);
   GP_CHECK(k.dtype() != DType::Q8_0 || D % 32 == 0, "[attention] k ", k.describe(),

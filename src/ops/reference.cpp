@@ -125,6 +125,14 @@ void add_inplace(Tensor& x, const Tensor& y) {
 void store_rows(const Tensor& src, Tensor& dst) {
   detail::check_store_rows(src, dst);
   const auto& tr = traits(dst.dtype());
+  if (dst.ndim() == 3) {  // head h of row t to dst[h, t]
+    const int64_t H = dst.size(0), T = dst.size(1), D = dst.size(2);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)) + h * D,
+                    static_cast<char*>(dst.raw()) + size_t(h) * dst.stride(0) + size_t(t) * dst.stride(1), D);
+    return;
+  }
   for (int64_t t = 0; t < rows_of(src); ++t)
     tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)), row_ptr(dst, t), src.size(-1));
 }
@@ -132,8 +140,18 @@ void store_rows(const Tensor& src, Tensor& dst) {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
   const auto [T, S, D] = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
-  if (k.dtype() != DType::F32) {  // an f16 or bf16 cache: its values, exactly, in f32
-    attention(q, k.to(DType::F32), v.to(DType::F32), nheads, nkv_heads, q_pos0, scale, out);
+  if (k.ndim() == 3 || k.dtype() != DType::F32) {
+    // A head-major cache, or one of f16, bf16 or Q8_0: its values, exactly, in f32 rows.
+    auto rows = [&](const Tensor& c) {
+      if (c.ndim() != 3) return c.to(DType::F32);
+      Tensor r = Tensor::zeros({S, nkv_heads * D});
+      for (int64_t h = 0; h < nkv_heads; ++h) {
+        Tensor dst = r.slice(1, h * D, D);
+        dst.copy_from(c.slice(0, h, 1).view({S, D}));
+      }
+      return r;
+    };
+    attention(q, rows(k), rows(v), nheads, nkv_heads, q_pos0, scale, out);
     return;
   }
   const int64_t group = nheads / nkv_heads;

@@ -48,8 +48,20 @@ Tensor half_cache(const Tensor& src, DType dt, int64_t pad) {
   return t;
 }
 
+// The cache head-major, [Hkv, S, D] of a larger capacity (strided heads), holding rows's values.
+Tensor head_major(const Tensor& rows, int64_t Hkv, DType dt) {
+  const int64_t S = rows.size(0), D = rows.size(1) / Hkv;
+  Tensor t = Tensor::zeros({Hkv, S + 3, D}, dt).slice(1, 0, S);
+  for (int64_t h = 0; h < Hkv; ++h) {
+    Tensor dst = t.slice(0, h, 1).view({S, D});
+    dst.copy_from(rows.slice(1, h * D, D));
+  }
+  return t;
+}
+
 // kv: the cache's type. An f16, bf16 or Q8_0 cache is compared with the reference on its own
-// (rounded or quantized) values, which the reference reads exactly.
+// (rounded or quantized) values, which the reference reads exactly. Each case also runs on the
+// same cache head-major ([Hkv, S, D], as LlamaModel keeps it).
 void run_case(const Case& c, Rng& rng, DType kv = DType::F32) {
   SCOPED_TRACE(label(c) + " kv " + dtype_name(kv));
   const int64_t S = c.q_pos0 + c.T + c.extra_keys;
@@ -84,6 +96,12 @@ void run_case(const Case& c, Rng& rng, DType kv = DType::F32) {
       generic_out = got;
     else
       expect_within(got, generic_out, mag, 1e-6, "vs generic");
+    // Head-major: the same values, so the same sums in the same order.
+    Guarded out_hm(c.T, c.H * c.D, 3);
+    ops::attention(q.view(), head_major(k.to(DType::F32), c.Hkv, kv), head_major(v.to(DType::F32), c.Hkv, kv),
+                   c.H, c.Hkv, c.q_pos0, scale, out_hm.view());
+    out_hm.check_guards("out head-major");
+    EXPECT_EQ(values(out_hm.view()), got) << "head-major";
   }
 }
 
@@ -190,6 +208,43 @@ TEST(Attention, StoreRowsMatchTheReference) {
         EXPECT_EQ(bad, 0);
       }
     }
+}
+
+TEST(Attention, StoreRowsIntoHeadMajorCaches) {
+  // Rows [T, H*D] into positions 2..6 of a head-major cache [H, 8, D]: head h of row t lands at
+  // [h, 2 + t], in every type, as the reference writes it; the positions around stay zero.
+  Rng rng(announce_seed(38, "Attention.StoreRowsIntoHeadMajorCaches"));
+  const int64_t T = 5, H = 2, D = 64;
+  Guarded src(T, H * D, 2);
+  fill_normal(src.view(), rng);
+  IsaLevels isas;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor want = Tensor::zeros({H, 8, D}, dt);
+    Tensor want_rows = want.slice(1, 2, T);
+    ops::ref::store_rows(src.view(), want_rows);
+    for (Isa level : isas.levels()) {
+      set_isa(level);
+      SCOPED_TRACE(isa_name(level));
+      Tensor got = Tensor::zeros({H, 8, D}, dt);
+      Tensor rows = got.slice(1, 2, T);
+      ops::store_rows(src.view(), rows);
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+    }
+    // The reference itself: head h of row t, read back.
+    const Tensor back = want.to(DType::F32);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < 8; ++t) {
+        const float* r = back.data<float>() + (h * 8 + t) * D;
+        const bool inside = t >= 2 && t < 2 + T;
+        const float x = inside ? src.view().row<float>(t - 2)[h * D + 7] : 0.0f;
+        EXPECT_NEAR(r[7], x, 0.02 * std::fabs(x) + 1e-6) << "head " << h << " position " << t;
+      }
+  }
+  Tensor bad = Tensor::zeros({3, 8, D});
+  Tensor bad_rows = bad.slice(1, 0, T);
+  EXPECT_EQ(error_of([&] { ops::store_rows(src.view(), bad_rows); }),
+            "[store_rows] dst f32[3, 5, 64]: expected [H, T, D] heads of src f32[5, 128]");
 }
 
 TEST(Attention, LargeScoresStayFinite) {

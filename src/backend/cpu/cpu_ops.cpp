@@ -443,27 +443,31 @@ void add_inplace(Tensor& x, const Tensor& y) {
 }
 
 void store_rows(const Tensor& src, Tensor& dst) {
-  const int64_t T = rows_of(src), N = src.size(-1);
-  const size_t ls = ld_floats(src), ld = dst.ndim() == 1 ? 0 : dst.stride(0);
+  // dst [T, N] row by row, or head-major [H, T, D]: head h of row t to dst[h, t].
+  const bool heads = dst.ndim() == 3;
+  const int64_t T = rows_of(src), H = heads ? dst.size(0) : 1, D = heads ? dst.size(2) : src.size(-1);
+  const size_t ls = ld_floats(src), lh = heads ? dst.stride(0) : 0,
+               lt = heads ? dst.stride(1) : dst.ndim() == 1 ? 0 : dst.stride(0);
   const float* s = src.data<float>();
   char* d = static_cast<char*>(dst.raw());
   const auto& kr = kernels();
-  if (dst.dtype() == DType::F32) {
-    for (int64_t t = 0; t < T; ++t) std::memcpy(d + size_t(t) * ld, s + size_t(t) * ls, size_t(N) * 4);
-    return;
+  using RowFn = void (*)(const float*, void*, int64_t);
+  RowFn fn = nullptr;
+  switch (dst.dtype()) {
+    case DType::F32: fn = [](const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); }; break;
+    case DType::Q8_0: fn = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32; break;
+    default: break;
   }
-  if (dst.dtype() == DType::Q8_0) {
-    const auto from_f32 = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32;
-    const int nt = threads_for(T * N);
+  const auto half = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
+  const int nt = threads_for(T * H * D);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t t = 0; t < T; ++t) from_f32(s + size_t(t) * ls, d + size_t(t) * ld, N);
-    return;
+  for (int64_t i = 0; i < H * T; ++i) {
+    const int64_t h = i / T, t = i % T;
+    const float* x = s + size_t(t) * ls + size_t(h * D);
+    char* y = d + size_t(h) * lh + size_t(t) * lt;
+    if (fn) fn(x, y, D);
+    else half(x, reinterpret_cast<uint16_t*>(y), D);
   }
-  const auto fn = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
-  const int nt = threads_for(T * N);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t t = 0; t < T; ++t)
-    fn(s + size_t(t) * ls, reinterpret_cast<uint16_t*>(d + size_t(t) * ld), N);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -479,11 +483,15 @@ AttentionTask base_task(const Tensor& q, const Tensor& k, const Tensor& v, int64
   AttentionTask a{};
   a.q = q.data<float>();
   a.ldq = ld_floats(q);
+  // Rows of all heads [S, Hkv*D], or head-major [Hkv, S, D] (same strides for k and v).
+  const bool head_major = k.ndim() == 3;
   a.kv = k.dtype();
   a.k = k.raw();
-  a.ldk = k.stride(0);
+  a.ldk = k.stride(head_major ? 1 : 0);
   a.v = v.raw();
-  a.ldv = v.stride(0);
+  a.ldv = v.stride(head_major ? 1 : 0);
+  a.kv_head = head_major ? k.stride(0) : bytes_for(k.dtype(), D);
+  GP_CHECK(!head_major || v.stride(0) == k.stride(0), "[attention] head-major k and v must share strides");
   a.D = D;
   a.q_pos0 = q_pos0;
   a.scale = scale;

@@ -27,7 +27,8 @@ using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // A task of one head and at least kAttnTileMinRows rows (at most kAttnQueryBlock) runs as a tile.
 // The cache (k, v) holds kv elements: f32, or f16 / bf16 (half the bytes) or Q8_0 (head dimension
 // a multiple of 32), converted to f32 as they are loaded (prefill tiles: a key block's rows at a
-// time, into stage). Its row strides are in bytes.
+// time, into stage). Key j of kv head hk starts at k + hk * kv_head + j * ldk (bytes): rows of
+// all heads ([S, Hkv*D], kv_head = one head's D values) or head-major ([Hkv, S, D]).
 struct AttentionTask {
   const float* q;
   size_t ldq;  // q[T, H*D]
@@ -35,6 +36,7 @@ struct AttentionTask {
   size_t ldk;  // k[S, Hkv*D]
   const void* v;
   size_t ldv;  // v[S, Hkv*D]
+  size_t kv_head;
   DType kv;
   int64_t D, q_pos0, hk, h0, h1, t0, t1, j0, j1;
   float scale;

@@ -132,8 +132,8 @@ Session::Session(const LlamaModel& m, int64_t capacity, DType kv)
            m.source(), ")");
   check_kv_dtype(kv, c);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    k_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
-    v_.push_back(Tensor::zeros({capacity, c.kv_dim()}, kv));
+    k_.push_back(Tensor::zeros({c.num_key_value_heads, capacity, c.head_dim}, kv));
+    v_.push_back(Tensor::zeros({c.num_key_value_heads, capacity, c.head_dim}, kv));
   }
 }
 
@@ -164,10 +164,8 @@ void Session::reserve(int64_t T) {
   attn_ = Tensor::zeros({T, c.q_dim()});
   gate_ = Tensor::zeros({T, c.intermediate_size});
   up_ = Tensor::zeros({T, c.intermediate_size});
-  if (kv_ != DType::F32) {
-    kn_ = Tensor::zeros({T, c.kv_dim()});
-    vn_ = Tensor::zeros({T, c.kv_dim()});
-  }
+  kn_ = Tensor::zeros({T, c.kv_dim()});
+  vn_ = Tensor::zeros({T, c.kv_dim()});
   scratch_T_ = T;
 }
 
@@ -192,20 +190,17 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
     ops::rms_norm(x, l.attn_norm, eps, h);
-    // New keys and values go into the cache rows p0 .. p0+T-1: straight there when it holds
-    // f32, else through f32 scratch (rotated there) and rounded once.
-    Tensor kc = s.k_[li].slice(0, p0, T), vc = s.v_[li].slice(0, p0, T);
-    const bool f32 = s.kv_ == DType::F32;
-    Tensor kn = f32 ? kc : rows(s.kn_), vn = f32 ? vc : rows(s.vn_);
+    // New keys and values are computed and rotated in f32, then stored (rounded or quantized
+    // once) into the head-major cache at positions p0 .. p0+T-1.
+    Tensor kn = rows(s.kn_), vn = rows(s.vn_);
     const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kn}, {&l.wv, bias(l.bv), &vn}};
     ops::linear_many(h, qkv);
     ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
     ops::rope(kn, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
-    if (!f32) {
-      ops::store_rows(kn, kc);
-      ops::store_rows(vn, vc);
-    }
-    ops::attention(q, s.k_[li].slice(0, 0, p0 + T), s.v_[li].slice(0, 0, p0 + T), c.num_attention_heads,
+    Tensor kc = s.k_[li].slice(1, p0, T), vc = s.v_[li].slice(1, p0, T);
+    ops::store_rows(kn, kc);
+    ops::store_rows(vn, vc);
+    ops::attention(q, s.k_[li].slice(1, 0, p0 + T), s.v_[li].slice(1, 0, p0 + T), c.num_attention_heads,
                    c.num_key_value_heads, p0, scale, attn);
     ops::linear(attn, l.wo, nullptr, h);
     ops::add_inplace(x, h);
