@@ -157,9 +157,12 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   const int64_t D = q.size(-1) / nheads, T = rows_of(q);
   const bool head_major = k.ndim() == 3;
   const int64_t S = head_major ? k.size(1) : rows_of(k);
-  if (head_major)
+  if (head_major) {
     GP_CHECK(k.size(0) == nkv_heads && k.size(2) == D, "[attention] k ", k.describe(), ": expected [",
              nkv_heads, ", S, ", D, "] for q ", q.describe(), " with ", nheads, " heads");
+    GP_CHECK(v.stride(0) == k.stride(0), "[attention] head-major k ", k.describe(), " and v ",
+             v.describe(), ": heads must be the same number of bytes apart");
+  }
   else
     GP_CHECK(k.size(-1) == nkv_heads * D, "[attention] k ", k.describe(), ": expected rows of ",
              nkv_heads, " x ", D, " for q ", q.describe(), " with ", nheads, " heads");

@@ -277,6 +277,12 @@ TEST(Attention, ErrorsNameTheOperands) {
   const Tensor kq = Tensor::zeros({10, 32}, DType::Q8_0);
   EXPECT_EQ(error_of([&] { ops::attention(q, kq, kq, 4, 2, 0, 0.25f, out); }),
             "[attention] k q8_0[10, 32]: a q8_0 cache needs a head dimension that is a multiple of 32, not 16");
+  const Tensor kh = Tensor::zeros({2, 12, 16}).slice(1, 0, 10), vh = Tensor::zeros({2, 10, 16});
+  EXPECT_EQ(error_of([&] { ops::attention(q, kh, vh, 4, 2, 0, 0.25f, out); }),
+            "[attention] head-major k f32[2, 10, 16] and v f32[2, 10, 16]: heads must be the same number of "
+            "bytes apart");
+  EXPECT_EQ(error_of([&] { ops::attention(q, vh, vh, 4, 1, 0, 0.25f, out); }),
+            "[attention] k f32[2, 10, 16]: expected [1, S, 16] for q f32[4, 64] with 4 heads");
   const Tensor k2 = Tensor::zeros({10, 48});
   EXPECT_EQ(error_of([&] { ops::attention(q, k2, k2, 4, 2, 0, 0.25f, out); }),
             "[attention] k f32[10, 48]: expected rows of 2 x 16 for q f32[4, 64] with 4 heads");

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -445,7 +446,8 @@ void add_inplace(Tensor& x, const Tensor& y) {
 void store_rows(const Tensor& src, Tensor& dst) {
   // dst [T, N] row by row, or head-major [H, T, D]: head h of row t to dst[h, t].
   const bool heads = dst.ndim() == 3;
-  const int64_t T = rows_of(src), H = heads ? dst.size(0) : 1, D = heads ? dst.size(2) : src.size(-1);
+  const int64_t T = rows_of(src), H = heads ? dst.size(0) : 1;
+  const int64_t D = heads ? dst.size(2) : src.size(-1);
   const size_t ls = ld_floats(src), lh = heads ? dst.stride(0) : 0,
                lt = heads ? dst.stride(1) : dst.ndim() == 1 ? 0 : dst.stride(0);
   const float* s = src.data<float>();
@@ -453,11 +455,10 @@ void store_rows(const Tensor& src, Tensor& dst) {
   const auto& kr = kernels();
   using RowFn = void (*)(const float*, void*, int64_t);
   RowFn fn = nullptr;
-  switch (dst.dtype()) {
-    case DType::F32: fn = [](const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); }; break;
-    case DType::Q8_0: fn = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32; break;
-    default: break;
-  }
+  if (dst.dtype() == DType::F32)
+    fn = [](const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); };
+  else if (dst.dtype() == DType::Q8_0)
+    fn = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32;
   const auto half = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
   const int nt = threads_for(T * H * D);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -491,7 +492,6 @@ AttentionTask base_task(const Tensor& q, const Tensor& k, const Tensor& v, int64
   a.v = v.raw();
   a.ldv = v.stride(head_major ? 1 : 0);
   a.kv_head = head_major ? k.stride(0) : bytes_for(k.dtype(), D);
-  GP_CHECK(!head_major || v.stride(0) == k.stride(0), "[attention] head-major k and v must share strides");
   a.D = D;
   a.q_pos0 = q_pos0;
   a.scale = scale;
