@@ -46,6 +46,9 @@ def main():
                     help="bf16 (unquantized), ggml formats, or q4_k_m for llama.cpp's mix")
     ap.add_argument("--prefill", default="128,512")
     ap.add_argument("--decode-tokens", type=int, default=64)
+    ap.add_argument("--decode-prompt", type=int, default=128, help="prompt tokens before decode is timed")
+    ap.add_argument("--kv-type", default="f32",
+                    help="genperf's KV cache type (llama.cpp keeps its default f16 cache)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -71,11 +74,12 @@ def main():
         models[f] = path
     lengths = [int(x) for x in a.prefill.split(",")]
     common = ["--prefill", a.prefill, "--decode-tokens", str(a.decode_tokens), "--reps", str(a.reps),
-              "--threads", str(a.threads)]
+              "--threads", str(a.threads), "--decode-prompt", str(a.decode_prompt)]
     recs = {f: {"genperf": [], "llama.cpp": []} for f in models}
     for i in range(a.rounds):
         for f, path in models.items():
-            g = json.loads(run([a.genperf, "bench", "infer", "--model", path, "--json", "--no-peaks"] + common))
+            g = json.loads(run([a.genperf, "bench", "infer", "--model", path, "--json", "--no-peaks",
+                                "--kv-type", a.kv_type] + common))
             l = json.loads(run(["node", "bench.mjs", path] + common, cwd=tool))
             recs[f]["genperf"].append(
                 dict(prefill=[p["tokens_per_s"] for p in g["prefill"]], decode=g["decode"]["tokens_per_s"],
@@ -87,7 +91,8 @@ def main():
         print(f"  round {i + 1}/{a.rounds} done", file=sys.stderr)
 
     cols = [f"prefill {t}" for t in lengths] + ["decode"]
-    lines = [f"Shape {a.shape} (vocab 4096), {a.threads} thread(s), {a.rounds} rounds x {a.reps} reps; tokens/s, "
+    lines = [f"Shape {a.shape} (vocab 4096), {a.threads} thread(s), decode after {a.decode_prompt} tokens, "
+             f"genperf's KV cache {a.kv_type} (llama.cpp's f16), {a.rounds} rounds x {a.reps} reps; tokens/s, "
              f"median [min, max] over rounds; ratio: median [min, max] of the per-round genperf / llama.cpp.", "",
              "| file | MB | " + " | ".join(f"{c}: genperf | llama.cpp | ratio" for c in cols) + " |",
              "|---|---|" + "---|---|---|" * len(cols)]
