@@ -17,18 +17,17 @@ void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cach
   GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
            device_name(t.device()), "; this op runs on the CPU");
-  if (cache)
+  const DType dt = t.dtype();
+  if (cache) {
     GP_CHECK(t.ndim() >= 1 && t.ndim() <= 3, "[", op, "] ", name, " ", t.describe(),
              ": expected rows [S, Hkv*D] or head-major [Hkv, S, D]");
-  else
-    GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
-             ": expected a 1-D or 2-D tensor");
-  const DType dt = t.dtype();
-  if (cache)
     GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::Q8_0, "[", op,
              "] ", name, " ", t.describe(), ": expected f32, f16, bf16 or q8_0");
-  else
-    GP_CHECK(t.dtype() == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
+  } else {
+    GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
+             ": expected a 1-D or 2-D tensor");
+    GP_CHECK(dt == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
+  }
   // Block formats have no per-element stride: their rows are whole blocks.
   const auto& tr = traits(dt);
   GP_CHECK(t.size(-1) <= 1 || t.stride(-1) == (tr.block_size == 1 ? tr.block_bytes : 0), "[", op, "] ",

@@ -124,17 +124,15 @@ void add_inplace(Tensor& x, const Tensor& y) {
 
 void store_rows(const Tensor& src, Tensor& dst) {
   detail::check_store_rows(src, dst);
+  // dst [T, N] is one head of N values; head-major [H, T, D] takes head h of row t at dst[h, t].
   const auto& tr = traits(dst.dtype());
-  if (dst.ndim() == 3) {  // head h of row t to dst[h, t]
-    const int64_t H = dst.size(0), T = dst.size(1), D = dst.size(2);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)) + h * D,
-                    static_cast<char*>(dst.raw()) + size_t(h) * dst.stride(0) + size_t(t) * dst.stride(1), D);
-    return;
-  }
-  for (int64_t t = 0; t < rows_of(src); ++t)
-    tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)), row_ptr(dst, t), src.size(-1));
+  const bool heads = dst.ndim() == 3;
+  const int64_t H = heads ? dst.size(0) : 1, D = heads ? dst.size(2) : src.size(-1);
+  const size_t lh = heads ? dst.stride(0) : 0, lt = heads ? dst.stride(1) : ld_of(dst);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < rows_of(src); ++t)
+      tr.from_f32(reinterpret_cast<const float*>(row_ptr(src, t)) + h * D,
+                  static_cast<char*>(dst.raw()) + size_t(h) * lh + size_t(t) * lt, D);
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,

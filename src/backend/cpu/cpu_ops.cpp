@@ -453,13 +453,17 @@ void store_rows(const Tensor& src, Tensor& dst) {
   const float* s = src.data<float>();
   char* d = static_cast<char*>(dst.raw());
   const auto& kr = kernels();
-  using RowFn = void (*)(const float*, void*, int64_t);
-  RowFn fn = nullptr;
-  if (dst.dtype() == DType::F32)
-    fn = [](const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); };
-  else if (dst.dtype() == DType::Q8_0)
-    fn = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32;
-  const auto half = dst.dtype() == DType::F16 ? kr.f32_to_f16 : kr.f32_to_bf16;
+  // Rows to f32 or Q8_0 (fn), or to f16 / bf16 (half).
+  void (*fn)(const float*, void*, int64_t) = nullptr;
+  void (*half)(const float*, uint16_t*, int64_t) = nullptr;
+  switch (dst.dtype()) {
+    case DType::F32:
+      fn = [](const float* x, void* y, int64_t n) { std::memcpy(y, x, size_t(n) * 4); };
+      break;
+    case DType::Q8_0: fn = kr.quantize_q8_0 ? kr.quantize_q8_0 : traits(DType::Q8_0).from_f32; break;
+    case DType::F16: half = kr.f32_to_f16; break;
+    default: half = kr.f32_to_bf16; break;
+  }
   const int nt = threads_for(T * H * D);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t i = 0; i < H * T; ++i) {
