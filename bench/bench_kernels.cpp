@@ -24,7 +24,7 @@
 #include "bench/peaks.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 
 using namespace genperf;
 

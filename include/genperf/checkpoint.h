@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "genperf/llama_config.h"
+#include "genperf/ops.h"
 #include "genperf/tensor.h"
 #include "genperf/tokenizer.h"
 

@@ -15,7 +15,7 @@ enum class DType : uint8_t {
   F16,
   BF16,
   I32,
-  // Block-quantized, byte-compatible with ggml (layouts in src/quant/formats.h).
+  // Block-quantized, byte-compatible with ggml (layouts in src/core/codec.h).
   Q8_0,
   Q4_0,
   Q4_1,
@@ -29,7 +29,7 @@ enum class DType : uint8_t {
   // OCP 8-bit floats (not ggml types; GGUF refuses them). F8_E4M3 is the finite "E4M3FN"
   // (PyTorch float8_e4m3fn), F8_E5M2 the IEEE-like one with inf/NaN. As plain elements they are
   // the storage of per-channel scaled weights (scales in a separate tensor, see
-  // src/quant/formats.h); the _B32 rows carry one f32 scale per block of 32.
+  // src/core/codec.h); the _B32 rows carry one f32 scale per block of 32.
   F8_E4M3,
   F8_E5M2,
   F8_E4M3_B32,

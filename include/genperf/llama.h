@@ -15,6 +15,7 @@
 
 #include "genperf/checkpoint.h"
 #include "genperf/llama_config.h"
+#include "genperf/ops.h"
 #include "genperf/rng.h"
 #include "genperf/tensor.h"
 

@@ -7,12 +7,6 @@
 
 namespace genperf {
 
-// How rotary embeddings pair the dimensions of a head. Hugging Face checkpoints rotate halves
-// (dimension i with i + d/2, "NeoX" style); GGUF's `llama` architecture stores q/k permuted so
-// that adjacent dimensions (2i, 2i+1) pair ("normal" style in ggml). The model supports both so
-// that GGUF weights run as stored.
-enum class RopeStyle : uint8_t { Neox = 0, Interleaved = 1 };
-
 struct RopeScaling {
   std::string type;  // "" (none) or "llama3"
   double factor = 1.0;

@@ -24,6 +24,7 @@
 #include "genperf/checkpoint.h"
 #include "genperf/json.h"
 #include "genperf/llama_config.h"
+#include "genperf/ops.h"
 #include "genperf/tensor.h"
 
 namespace genperf {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "genperf/error.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 namespace genperf {
 
@@ -172,22 +172,22 @@ constexpr std::array<TypeTraits, size_t(DType::COUNT)> kTraits = {{
     {"f16", 1, 2, true, f16_to_f32_row, f16_from_f32_row, 1, plain_rows<f16_from_f32_row>},
     {"bf16", 1, 2, true, bf16_to_f32_row, bf16_from_f32_row, 30, plain_rows<bf16_from_f32_row>},
     {"i32", 1, 4, false, i32_to_f32_row, i32_from_f32_row, 26, plain_rows<i32_from_f32_row>},
-    {"q8_0", 32, 34, false, quant::dequantize_q8_0, N(quant::quantize_q8_0), 8, Rows(quant::quantize_q8_0)},
-    {"q4_0", 32, 18, false, quant::dequantize_q4_0, N(quant::quantize_q4_0), 2, Rows(quant::quantize_q4_0)},
-    {"q4_1", 32, 20, false, quant::dequantize_q4_1, N(quant::quantize_q4_1), 3, Rows(quant::quantize_q4_1)},
-    {"q5_0", 32, 22, false, quant::dequantize_q5_0, N(quant::quantize_q5_0), 6, Rows(quant::quantize_q5_0)},
-    {"q5_1", 32, 24, false, quant::dequantize_q5_1, N(quant::quantize_q5_1), 7, Rows(quant::quantize_q5_1)},
-    {"q4_k", 256, 144, false, quant::dequantize_q4_k, N(quant::quantize_q4_k), 12, Rows(quant::quantize_q4_k)},
-    {"q5_k", 256, 176, false, quant::dequantize_q5_k, N(quant::quantize_q5_k), 13, Rows(quant::quantize_q5_k)},
-    {"q6_k", 256, 210, false, quant::dequantize_q6_k, N(quant::quantize_q6_k), 14, Rows(quant::quantize_q6_k)},
-    {"q2_k", 256, 84, false, quant::dequantize_q2_k, N(quant::quantize_q2_k), 10, Rows(quant::quantize_q2_k)},
-    {"q3_k", 256, 110, false, quant::dequantize_q3_k, N(quant::quantize_q3_k), 11, Rows(quant::quantize_q3_k)},
+    {"q8_0", 32, 34, false, codec::dequantize_q8_0, N(codec::quantize_q8_0), 8, Rows(codec::quantize_q8_0)},
+    {"q4_0", 32, 18, false, codec::dequantize_q4_0, N(codec::quantize_q4_0), 2, Rows(codec::quantize_q4_0)},
+    {"q4_1", 32, 20, false, codec::dequantize_q4_1, N(codec::quantize_q4_1), 3, Rows(codec::quantize_q4_1)},
+    {"q5_0", 32, 22, false, codec::dequantize_q5_0, N(codec::quantize_q5_0), 6, Rows(codec::quantize_q5_0)},
+    {"q5_1", 32, 24, false, codec::dequantize_q5_1, N(codec::quantize_q5_1), 7, Rows(codec::quantize_q5_1)},
+    {"q4_k", 256, 144, false, codec::dequantize_q4_k, N(codec::quantize_q4_k), 12, Rows(codec::quantize_q4_k)},
+    {"q5_k", 256, 176, false, codec::dequantize_q5_k, N(codec::quantize_q5_k), 13, Rows(codec::quantize_q5_k)},
+    {"q6_k", 256, 210, false, codec::dequantize_q6_k, N(codec::quantize_q6_k), 14, Rows(codec::quantize_q6_k)},
+    {"q2_k", 256, 84, false, codec::dequantize_q2_k, N(codec::quantize_q2_k), 10, Rows(codec::quantize_q2_k)},
+    {"q3_k", 256, 110, false, codec::dequantize_q3_k, N(codec::quantize_q3_k), 11, Rows(codec::quantize_q3_k)},
     {"f8_e4m3", 1, 1, false, f8_e4m3_to_f32_row, f8_e4m3_from_f32_row, -1, plain_rows<f8_e4m3_from_f32_row>},
     {"f8_e5m2", 1, 1, false, f8_e5m2_to_f32_row, f8_e5m2_from_f32_row, -1, plain_rows<f8_e5m2_from_f32_row>},
-    {"f8_e4m3_b32", 32, 36, false, quant::dequantize_f8_e4m3_b32, N(quant::quantize_f8_e4m3_b32), -1,
-     Rows(quant::quantize_f8_e4m3_b32)},
-    {"f8_e5m2_b32", 32, 36, false, quant::dequantize_f8_e5m2_b32, N(quant::quantize_f8_e5m2_b32), -1,
-     Rows(quant::quantize_f8_e5m2_b32)},
+    {"f8_e4m3_b32", 32, 36, false, codec::dequantize_f8_e4m3_b32, N(codec::quantize_f8_e4m3_b32), -1,
+     Rows(codec::quantize_f8_e4m3_b32)},
+    {"f8_e5m2_b32", 32, 36, false, codec::dequantize_f8_e5m2_b32, N(codec::quantize_f8_e5m2_b32), -1,
+     Rows(codec::quantize_f8_e5m2_b32)},
 }};
 
 }  // namespace

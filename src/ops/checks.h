@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "genperf/llama_config.h"
+#include "genperf/ops.h"
 #include "genperf/tensor.h"
 
 namespace genperf::ops::detail {

@@ -5,7 +5,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "genperf/error.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 
 namespace genperf::ops {
 namespace detail {

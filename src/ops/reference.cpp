@@ -12,7 +12,7 @@
 #include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "ops/checks.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 
 namespace genperf::ops::ref {
 

@@ -11,7 +11,7 @@
 // current (already compensated) values, with the format's own quantizer weighted by diag(H) (the
 // imatrix search). Then its columns are walked one by one with those scales fixed: column j takes
 // the code nearest to w_j (as updated by the columns before it) on the block's grid of values
-// (formats.h, CodeGrid), err_j = (w_j - q_j) / U_jj moves every column right of j, those of the
+// (core/codec.h, CodeGrid), err_j = (w_j - q_j) / U_jj moves every column right of j, those of the
 // same block included, and the chosen codes are written into the block. On the default model's
 // 256-wide rows a K-quant block is the whole row: without compensation inside the block, GPTQ
 // would be the weighted quantizer. (A format without a grid keeps the quantizer's codes and
@@ -31,7 +31,7 @@
 #include <cstring>
 
 #include "genperf/error.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 #include "quant/quantize_internal.h"
 
 namespace genperf::quant {
@@ -197,7 +197,7 @@ void gptq_quantize(const float* w, int64_t N, int64_t K, DType format, const std
 
   const int64_t batch = std::max(B, (std::max<int64_t>(block, 1) + B - 1) / B * B);
   const size_t row_bytes = bytes_for(format, K), blk_bytes = tr.block_bytes;
-  const CodeGrid* grid = code_grid(format);
+  const codec::CodeGrid* grid = codec::code_grid(format);
   constexpr int64_t kRows = 16;  // rows per task: U's rows are reused across them
   const int64_t chunks = (N + kRows - 1) / kRows;
 #pragma omp parallel for schedule(dynamic)

@@ -10,7 +10,7 @@
 #include "genperf/llama.h"
 #include "genperf/progress.h"
 #include "genperf/quantize.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "quant/quantize_internal.h"
 
 namespace genperf {

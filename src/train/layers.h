@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "genperf/llama_config.h"
+#include "genperf/ops.h"
 
 namespace genperf::train {
 

@@ -11,7 +11,7 @@
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "train/vec.h"
 
 namespace genperf {

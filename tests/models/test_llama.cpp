@@ -11,7 +11,7 @@
 #include "genperf/error.h"
 #include "genperf/llama.h"
 #include "io/safetensors.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 using namespace genperf;
 using genperf::testing::TempDir;
@@ -205,10 +205,10 @@ TEST(Llama, HfFp8GivesTheLogitsOfItsValues) {
     }
     const int64_t N = t.size(0), K = t.size(1);
     Tensor codes = Tensor::zeros({N, K}, DType::F8_E4M3), scale = Tensor::zeros({N, 1});
-    quant::quantize_f8_per_channel(DType::F8_E4M3, t.data<float>(), N, K, codes.data<uint8_t>(),
+    codec::quantize_f8_per_channel(DType::F8_E4M3, t.data<float>(), N, K, codes.data<uint8_t>(),
                                    scale.data<float>(), nullptr);
     Tensor deq = Tensor::zeros({N, K});
-    quant::dequantize_f8_per_channel(DType::F8_E4M3, codes.data<uint8_t>(), scale.data<float>(), N, K,
+    codec::dequantize_f8_per_channel(DType::F8_E4M3, codes.data<uint8_t>(), scale.data<float>(), N, K,
                                      deq.data<float>());
     values[name] = deq;
     fp8.emplace_back(name, codes);

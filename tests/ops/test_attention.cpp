@@ -9,7 +9,7 @@
 #include <string>
 
 #include "genperf/error.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "ops_test_util.h"
 
 using namespace genperf;

@@ -9,7 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "genperf/error.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "ops_test_util.h"
 
 using namespace genperf;

@@ -12,7 +12,7 @@
 #include "backend/cpu/qkernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "ops_test_util.h"
 
 using namespace genperf;

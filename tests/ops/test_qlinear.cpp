@@ -18,13 +18,13 @@
 #include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "ops_test_util.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 using namespace genperf;
 using namespace genperf::testing;
-using namespace genperf::quant;
+using namespace genperf::codec;
 
 namespace {
 

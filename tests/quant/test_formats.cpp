@@ -15,7 +15,7 @@
 #include "genperf/tensor.h"
 #include "io/gguf.h"
 #include "io/io_test_util.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 using namespace genperf;
 
@@ -47,7 +47,7 @@ struct Grid {
 };
 
 Grid grid_of(DType t, const uint8_t* blk, int e) {
-  using namespace quant;
+  using namespace codec;
   switch (t) {
     case DType::Q8_0: {
       const float d = hf(reinterpret_cast<const BlockQ8_0*>(blk)->d);
@@ -215,11 +215,11 @@ TEST(QuantFormats, TraitsRows) {
 // ---- hand-built blocks in the published layout ----
 
 TEST(QuantFormats, HandBlockQ8_0) {
-  quant::BlockQ8_0 b;
+  codec::BlockQ8_0 b;
   b.d = h(0.25f);
   for (int i = 0; i < 32; ++i) b.qs[i] = int8_t(i * 8 - 127);  // -127 .. 121
   float y[32];
-  quant::dequantize_q8_0(&b, y, 32);
+  codec::dequantize_q8_0(&b, y, 32);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], (i * 8 - 127) * 0.25f) << i;
 }
 
@@ -232,8 +232,8 @@ TEST(QuantFormats, HandBlockQ4_0AndQ4_1) {
   // Byte j: low nibble j (element j), high nibble 15 - j (element j + 16).
   for (int j = 0; j < 16; ++j) raw0[2 + j] = raw1[4 + j] = uint8_t(j | ((15 - j) << 4));
   float y0[32], y1[32];
-  quant::dequantize_q4_0(raw0, y0, 32);
-  quant::dequantize_q4_1(raw1, y1, 32);
+  codec::dequantize_q4_0(raw0, y0, 32);
+  codec::dequantize_q4_1(raw1, y1, 32);
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(y0[j], (j - 8) * 0.5f) << j;
     EXPECT_EQ(y0[j + 16], (15 - j - 8) * 0.5f) << j;
@@ -261,8 +261,8 @@ TEST(QuantFormats, HandBlockQ5_0AndQ5_1) {
   std::memcpy(raw1 + 2, &m, 2);
   std::memcpy(raw1 + 4, raw0 + 2, 4 + 16);
   float y0[32], y1[32];
-  quant::dequantize_q5_0(raw0, y0, 32);
-  quant::dequantize_q5_1(raw1, y1, 32);
+  codec::dequantize_q5_0(raw0, y0, 32);
+  codec::dequantize_q5_1(raw1, y1, 32);
   for (int i = 0; i < 32; ++i) {
     EXPECT_EQ(y0[i], (qv[i] - 16) * 0.125f) << i;
     EXPECT_EQ(y1[i], qv[i] * 0.125f + 1.5f) << i;
@@ -289,12 +289,12 @@ TEST(QuantFormats, HandBlockQ4_KAndQ5_K) {
   pack_k4(sc, mn, scales);
   for (int j = 0; j < 8; ++j) {
     uint8_t s, m;
-    quant::unpack_scale_min_k4(scales, j, &s, &m);
+    codec::unpack_scale_min_k4(scales, j, &s, &m);
     EXPECT_EQ(s, sc[j]) << j;
     EXPECT_EQ(m, mn[j]) << j;
   }
-  quant::BlockQ4_K b4;
-  quant::BlockQ5_K b5;
+  codec::BlockQ4_K b4;
+  codec::BlockQ5_K b5;
   b4.d = b5.d = h(0.5f);
   b4.dmin = b5.dmin = h(0.25f);
   std::memcpy(b4.scales, scales, 12);
@@ -302,8 +302,8 @@ TEST(QuantFormats, HandBlockQ4_KAndQ5_K) {
   for (int i = 0; i < 128; ++i) b4.qs[i] = b5.qs[i] = uint8_t(i * 37 + 11);
   for (int i = 0; i < 32; ++i) b5.qh[i] = uint8_t(i * 73 + 5);
   float y4[256], y5[256];
-  quant::dequantize_q4_k(&b4, y4, 256);
-  quant::dequantize_q5_k(&b5, y5, 256);
+  codec::dequantize_q4_k(&b4, y4, 256);
+  codec::dequantize_q5_k(&b5, y5, 256);
   for (int e = 0; e < 256; ++e) {
     // Element e: chunk p = e / 64 uses qs[32p .. 32p+31]; the first 32 take the low nibbles,
     // the next 32 the high nibbles; Q5_K's fifth bit is bit 2p (first 32) or 2p+1 of qh[l].
@@ -325,7 +325,7 @@ TEST(QuantFormats, HandBlockQ6_K) {
   const uint16_t d = h(0.25f);
   std::memcpy(raw + 208, &d, 2);
   float y[256];
-  quant::dequantize_q6_k(raw, y, 256);
+  codec::dequantize_q6_k(raw, y, 256);
   for (int e = 0; e < 256; ++e) {
     // Half hf = e / 128 uses ql[64hf ..], qh[32hf ..]; quarter g = (e % 128) / 32, l = e % 32:
     // g 0: ql[l] low, 1: ql[l+32] low, 2: ql[l] high, 3: ql[l+32] high; high bits
@@ -354,7 +354,7 @@ TEST(QuantFormats, HandBlockQ2_K) {
   std::memcpy(raw + 80, &d, 2);
   std::memcpy(raw + 82, &dmin, 2);
   float y[256];
-  quant::dequantize_q2_k(raw, y, 256);
+  codec::dequantize_q2_k(raw, y, 256);
   for (int e = 0; e < 256; ++e) {
     // Half hf = e / 128 uses qs[32hf ..]; element 32k + l of the half is bits 2k..2k+1 of qs[l].
     const int hf_ = e / 128, k = (e % 128) / 32, l = e % 32;
@@ -382,9 +382,9 @@ TEST(QuantFormats, HandBlockQ3_K) {
   std::memcpy(raw + 96, packed, 12);
   const uint16_t d = h(0.25f);
   std::memcpy(raw + 108, &d, 2);
-  for (int j = 0; j < 16; ++j) EXPECT_EQ(quant::unpack_scale_q3_k(packed, j), s[j]) << j;
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(codec::unpack_scale_q3_k(packed, j), s[j]) << j;
   float y[256];
-  quant::dequantize_q3_k(raw, y, 256);
+  codec::dequantize_q3_k(raw, y, 256);
   for (int e = 0; e < 256; ++e) {
     // Low 2 bits as Q2_K; the third bit of element e is bit e / 32 of hmask[e % 32]; q - 4.
     const int hf_ = e / 128, k = (e % 128) / 32, l = e % 32;
@@ -504,7 +504,7 @@ TEST(QuantFormats, RequantizingIsStable) {
   }
 }
 
-// The code grids GPTQ quantizes on (formats.h, CodeGrid): writing back the codes of an encoded
+// The code grids GPTQ quantizes on (core/codec.h, CodeGrid): writing back the codes of an encoded
 // block reproduces its bytes, and every code decodes to offset + step * code.
 TEST(QuantFormats, CodeGridsMatchTheDecoders) {
   const unsigned seed = 777;
@@ -515,7 +515,7 @@ TEST(QuantFormats, CodeGridsMatchTheDecoders) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = i >= 256 * 5 && i < 256 * 5 + 16 ? 0.f : normal(rng) * (1 + float(i % 7));
   for (DType t : kQuant) {
     const auto& tr = traits(t);
-    const quant::CodeGrid* g = quant::code_grid(t);
+    const codec::CodeGrid* g = codec::code_grid(t);
     ASSERT_NE(g, nullptr) << tr.name;
     const auto q = quantize(t, x);
     const auto y = dequantize(t, q, int64_t(x.size()));
@@ -556,8 +556,8 @@ TEST(QuantFormats, CodeGridsMatchTheDecoders) {
       }
     }
   }
-  EXPECT_EQ(quant::code_grid(DType::F8_E4M3_B32), nullptr);
-  EXPECT_EQ(quant::code_grid(DType::BF16), nullptr);
+  EXPECT_EQ(codec::code_grid(DType::F8_E4M3_B32), nullptr);
+  EXPECT_EQ(codec::code_grid(DType::BF16), nullptr);
 }
 
 // ---- tensors ----

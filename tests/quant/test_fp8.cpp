@@ -13,7 +13,7 @@
 #include "genperf/dtype.h"
 #include "genperf/error.h"
 #include "genperf/tensor.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 using namespace genperf;
 
@@ -258,7 +258,7 @@ TEST(Fp8, BlockScaledReconstruction) {
         if (n > 32) {
           for (size_t i = 64; i < 96; ++i) x[i] = 0;  // an all-zero block
         }
-        std::vector<quant::BlockF8> q(n / 32);
+        std::vector<codec::BlockF8> q(n / 32);
         tr.from_f32(x.data(), q.data(), int64_t(n));
         std::vector<float> y(n);
         tr.to_f32(q.data(), y.data(), int64_t(n));
@@ -300,8 +300,8 @@ TEST(Fp8, PerChannelScales) {
       }
       std::vector<uint8_t> codes(x.size());
       std::vector<float> scales(static_cast<size_t>(nrows)), y(x.size());
-      quant::quantize_f8_per_channel(t, x.data(), nrows, row_len, codes.data(), scales.data());
-      quant::dequantize_f8_per_channel(t, codes.data(), scales.data(), nrows, row_len, y.data());
+      codec::quantize_f8_per_channel(t, x.data(), nrows, row_len, codes.data(), scales.data());
+      codec::dequantize_f8_per_channel(t, codes.data(), scales.data(), nrows, row_len, y.data());
       int failures = 0;
       for (int64_t r = 0; r < nrows; ++r) {
         float amax = 0;
@@ -315,6 +315,6 @@ TEST(Fp8, PerChannelScales) {
   }
   float x[4] = {1, 2, 3, 4}, sc[1];
   uint8_t c[4];
-  EXPECT_THROW(quant::quantize_f8_per_channel(DType::F8_E4M3_B32, x, 1, 4, c, sc), Error);
-  EXPECT_THROW(quant::quantize_f8_per_channel(DType::F16, x, 1, 4, c, sc), Error);
+  EXPECT_THROW(codec::quantize_f8_per_channel(DType::F8_E4M3_B32, x, 1, 4, c, sc), Error);
+  EXPECT_THROW(codec::quantize_f8_per_channel(DType::F16, x, 1, 4, c, sc), Error);
 }

@@ -10,7 +10,7 @@
 
 #include "genperf/dtype.h"
 #include "genperf/error.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 using namespace genperf;
 
@@ -89,10 +89,10 @@ TEST(QuantImportance, PerChannelFp8) {
   for (DType t : {DType::F8_E4M3, DType::F8_E5M2}) {
     std::vector<uint8_t> cu(x.size()), cw(x.size());
     std::vector<float> su(static_cast<size_t>(nrows)), sw(static_cast<size_t>(nrows)), yu(x.size()), yw(x.size());
-    quant::quantize_f8_per_channel(t, x.data(), nrows, row_len, cu.data(), su.data());
-    quant::quantize_f8_per_channel(t, x.data(), nrows, row_len, cw.data(), sw.data(), imp.data());
-    quant::dequantize_f8_per_channel(t, cu.data(), su.data(), nrows, row_len, yu.data());
-    quant::dequantize_f8_per_channel(t, cw.data(), sw.data(), nrows, row_len, yw.data());
+    codec::quantize_f8_per_channel(t, x.data(), nrows, row_len, cu.data(), su.data());
+    codec::quantize_f8_per_channel(t, x.data(), nrows, row_len, cw.data(), sw.data(), imp.data());
+    codec::dequantize_f8_per_channel(t, cu.data(), su.data(), nrows, row_len, yu.data());
+    codec::dequantize_f8_per_channel(t, cw.data(), sw.data(), nrows, row_len, yw.data());
     double sum_u = 0, sum_w = 0;
     for (int64_t r = 0; r < nrows; ++r) {
       const int64_t o = r * row_len;

@@ -20,7 +20,7 @@
 #include "genperf/llama.h"
 #include "genperf/quantize.h"
 #include "io/safetensors.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 #include "quant/quantize_internal.h"
 
 using namespace genperf;

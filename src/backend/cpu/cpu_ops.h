@@ -7,9 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "genperf/llama_config.h"
+#include "genperf/ops.h"
 #include "genperf/tensor.h"
-#include "ops/ops.h"
 
 namespace genperf::cpu {
 

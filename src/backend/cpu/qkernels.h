@@ -1,5 +1,5 @@
 // Kernels for weights in the block-quantized formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K; layouts in src/quant/formats.h), reading the packed blocks as stored.
+// Q4_K, Q5_K, Q6_K; layouts in src/core/codec.h), reading the packed blocks as stored.
 //
 // Decode (few rows) runs as integer dot products, as llama.cpp does: each activation row is
 // quantized once per call to 8-bit blocks of 32 (QAct), every weight block is unpacked in

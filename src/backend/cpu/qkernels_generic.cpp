@@ -12,7 +12,7 @@
 #include "backend/cpu/qkernels.h"
 #include "backend/cpu/qpack.h"
 #include "genperf/dtype.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 namespace genperf::cpu {
 
@@ -114,7 +114,7 @@ void quantize_act_generic(const float* x, const QAct& a, int64_t t) {
 
 namespace {
 
-using namespace genperf::quant;
+using namespace genperf::codec;
 
 // One activation row of a QAct.
 struct Row {

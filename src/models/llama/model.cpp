@@ -6,7 +6,7 @@
 
 #include "genperf/error.h"
 #include "genperf/llama.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 
 namespace genperf {
 namespace {

@@ -34,7 +34,7 @@
 
 #include "genperf/dtype.h"
 
-namespace genperf::quant {
+namespace genperf::codec {
 
 constexpr int kQK = 32;    // elements per block of the simple formats
 constexpr int kQK_K = 256; // elements per super-block of the K-quants
@@ -214,4 +214,4 @@ void quantize_f8_per_channel(DType t, const float* src, int64_t nrows, int64_t r
 void dequantize_f8_per_channel(DType t, const uint8_t* codes, const float* scales, int64_t nrows,
                                int64_t row_len, float* dst);
 
-}  // namespace genperf::quant
+}  // namespace genperf::codec

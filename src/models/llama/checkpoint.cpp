@@ -17,7 +17,7 @@
 #include "io/gguf.h"
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
-#include "quant/formats.h"
+#include "core/codec.h"
 
 namespace genperf {
 namespace {
@@ -270,7 +270,7 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
     const std::string where = "[checkpoint] " + file_of(name) + ": FP8 tensor " + name + " " + w.describe();
     GP_CHECK(w.ndim() == 2, where, ": only matrices may be FP8");
     const int64_t N = w.size(0), K = w.size(1);
-    GP_CHECK(K % quant::kF8Block == 0, where, ": its rows of ", K, " are not a multiple of ", quant::kF8Block,
+    GP_CHECK(K % codec::kF8Block == 0, where, ": its rows of ", K, " are not a multiple of ", codec::kF8Block,
              ", the block genperf runs FP8 in");
     std::string sname = name + "_scale";
     if (!tensors.count(sname)) sname = name + "_scale_inv";
@@ -298,12 +298,12 @@ void fold_fp8_scales(std::map<std::string, Tensor>& tensors, const std::map<std:
     Tensor out = Tensor::zeros({N, K}, bt);
     for (int64_t n = 0; n < N; ++n) {
       const uint8_t* q = w.data<uint8_t>() + n * K;  // as read: contiguous
-      auto* blocks = reinterpret_cast<quant::BlockF8*>(out.data<uint8_t>() + size_t(n) * out.stride(0));
-      for (int64_t b = 0; b < K / quant::kF8Block; ++b) {
+      auto* blocks = reinterpret_cast<codec::BlockF8*>(out.data<uint8_t>() + size_t(n) * out.stride(0));
+      for (int64_t b = 0; b < K / codec::kF8Block; ++b) {
         blocks[b].d = by == By::kTensor ? sc[0]
                       : by == By::kChannel ? sc[n]
-                                           : sc[n / 128 * bk + b * quant::kF8Block / 128];
-        std::memcpy(blocks[b].qs, q + b * quant::kF8Block, quant::kF8Block);
+                                           : sc[n / 128 * bk + b * codec::kF8Block / 128];
+        std::memcpy(blocks[b].qs, q + b * codec::kF8Block, codec::kF8Block);
       }
     }
     w = std::move(out);

@@ -1,4 +1,4 @@
-#include "quant/formats.h"
+#include "core/codec.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "genperf/dtype.h"
 #include "genperf/error.h"
 
-namespace genperf::quant {
+namespace genperf::codec {
 
 namespace {
 
@@ -1042,4 +1042,4 @@ const CodeGrid* code_grid(DType t) {
   }
 }
 
-}  // namespace genperf::quant
+}  // namespace genperf::codec
