@@ -1,6 +1,8 @@
-// The ops a Llama-family forward pass is built from, each declared once. `ops::X` validates its
-// arguments and dispatches to the fastest CPU kernel for the tensors' types and the machine's ISA
-// (src/backend/cpu/); `ops::ref::X` is the scalar reference: the fallback, and the test oracle.
+// The ops models are built from, each declared once. `ops::X` validates its arguments and runs
+// the kernel of its tensors' device from that device's backend table (src/ops/backend.h): on the
+// CPU the fastest kernel for the tensors' types and the machine's ISA (src/backend/cpu/); a device
+// without a kernel for the op throws "[X] has no CUDA kernel". `ops::ref::X` is the scalar
+// reference: the fallback, and the test oracle.
 //
 // Shape legend: T tokens (rows), K input features, N output features, H query heads,
 // Hkv key/value heads, D head dimension, S keys visible in the cache.

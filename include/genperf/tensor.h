@@ -17,6 +17,14 @@ namespace genperf {
 enum class Device : uint8_t { CPU = 0, CUDA };
 const char* device_name(Device d);
 
+// Memory of a device other than the CPU, which its backend provides (src/backend/cuda/ registers
+// the CUDA one when genperf is built with it). alloc returns zeroed memory or throws.
+struct DeviceAllocator {
+  void* (*alloc)(size_t bytes) = nullptr;
+  void (*free)(void* p) = nullptr;
+};
+void set_device_allocator(Device d, DeviceAllocator a);
+
 constexpr int kMaxDims = 4;
 
 // How a storage's bytes are ordered. kRows is the dtype's own row-major layout (the files' one);

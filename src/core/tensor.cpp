@@ -9,10 +9,28 @@ namespace genperf {
 
 const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
 
+namespace {
+DeviceAllocator& device_allocator(Device d) {
+  static DeviceAllocator table[2];
+  return table[size_t(d) & 1];
+}
+}  // namespace
+
+void set_device_allocator(Device d, DeviceAllocator a) { device_allocator(d) = a; }
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  GP_CHECK(device == Device::CPU, "[tensor] allocation on ", device_name(device),
-           " needs that backend");
   auto s = std::make_shared<Storage>();
+  if (device != Device::CPU) {
+    const DeviceAllocator a = device_allocator(device);
+    GP_CHECK(a.alloc != nullptr, "[tensor] allocation on ", device_name(device),
+             ": this build has no ", device_name(device), " backend (configure with -DGENPERF_CUDA=ON)");
+    void* p = a.alloc(bytes);
+    s->data = p;
+    s->bytes = bytes;
+    s->device = device;
+    s->owner = std::shared_ptr<void>(p, a.free);
+    return s;
+  }
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   GP_CHECK(p != nullptr, "[tensor] out of memory allocating ", bytes, " bytes");

@@ -3,6 +3,7 @@
 // dimensions differ"). Each returns the sizes the op works on.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "genperf/ops.h"
@@ -14,6 +15,9 @@ namespace genperf::ops::detail {
 inline int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
 // Row stride in bytes (meaningless, but harmless, for a single row).
 inline size_t ld_of(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0); }
+
+// The scalar references read memory directly: their tensors must be on the CPU (null: skipped).
+void check_on_cpu(const char* op, std::initializer_list<const Tensor*> ts);
 
 struct LinearDims {
   int64_t T, K, N;

@@ -1,9 +1,11 @@
 // The ops::X entry points: check the arguments (the same checks ops::ref::X makes), then hand the
-// work to the CPU backend (src/backend/cpu/), which picks a kernel by weight type and ISA.
+// work to the backend of the tensors' device (ops/backend.h): the CPU one picks a kernel by
+// weight type and ISA (src/backend/cpu/).
+#include <initializer_list>
 #include <string>
 
-#include "backend/cpu/cpu_ops.h"
 #include "genperf/error.h"
+#include "ops/backend.h"
 #include "ops/checks.h"
 #include "genperf/ops.h"
 
@@ -12,11 +14,10 @@ namespace detail {
 namespace {
 
 // Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous. A KV cache (cache) may
-// also hold f16, bf16 or Q8_0, and be 3-D (head-major).
-void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cache) {
+// also hold f16, bf16 or Q8_0, and be 3-D (head-major). Any device: the backend table is chosen
+// afterwards from the tensors' common device (backend_for).
+void check_rows(const char* op, const char* name, const Tensor& t, bool cache) {
   GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
-  GP_CHECK(t.device() == Device::CPU, "[", op, "] ", name, " ", t.describe(), " is on ",
-           device_name(t.device()), "; this op runs on the CPU");
   const DType dt = t.dtype();
   if (cache) {
     GP_CHECK(t.ndim() >= 1 && t.ndim() <= 3, "[", op, "] ", name, " ", t.describe(),
@@ -34,13 +35,12 @@ void check_cpu_rows(const char* op, const char* name, const Tensor& t, bool cach
            name, " ", t.describe(), ": innermost dimension must be contiguous");
 }
 
-void check_act(const char* op, const char* name, const Tensor& t) { check_cpu_rows(op, name, t, false); }
-void check_cache(const char* op, const char* name, const Tensor& t) { check_cpu_rows(op, name, t, true); }
+void check_act(const char* op, const char* name, const Tensor& t) { check_rows(op, name, t, false); }
+void check_cache(const char* op, const char* name, const Tensor& t) { check_rows(op, name, t, true); }
 
 // A float-typed vector (norm weight, bias) of n elements, contiguous.
 void check_vec(const char* op, const char* name, const Tensor& t, int64_t n) {
-  GP_CHECK(t.defined() && t.device() == Device::CPU, "[", op, "] ", name,
-           " must be a defined CPU tensor");
+  GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.ndim() == 1 && t.size(0) == n, "[", op, "] ", name, " ", t.describe(), ": expected ",
            n, " elements");
   GP_CHECK(traits(t.dtype()).is_float, "[", op, "] ", name, " ", t.describe(),
@@ -56,8 +56,7 @@ void check_same_shape(const char* op, const char* an, const Tensor& a, const cha
 
 // Weights or tables: 2-D in any type with a to_f32 row conversion, rows contiguous.
 void check_matrix(const char* op, const char* name, const Tensor& t) {
-  GP_CHECK(t.defined() && t.device() == Device::CPU, "[", op, "] ", name,
-           " must be a defined CPU tensor");
+  GP_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
   GP_CHECK(t.ndim() == 2, "[", op, "] ", name, " ", t.describe(), ": expected a 2-D tensor");
   const auto& tr = traits(t.dtype());
   GP_CHECK(t.dtype() != DType::I32, "[", op, "] ", name, " ", t.describe(),
@@ -69,6 +68,12 @@ void check_matrix(const char* op, const char* name, const Tensor& t) {
 }
 
 }  // namespace
+
+void check_on_cpu(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    GP_CHECK(!t || !t->defined() || t->device() == Device::CPU, "[", op, "] ", t->describe(), " is on ",
+             device_name(t->device()), "; the reference runs on the CPU");
+}
 
 LinearDims check_linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   check_act("linear", "x", x);
@@ -176,9 +181,41 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 }  // namespace detail
 
+namespace {
+
+// The backend of an op's tensors, which must all be on one device ("[linear] w bf16[32, 64] is
+// on cuda, x f32[7, 64] on cpu").
+struct Arg {
+  const char* name;
+  const Tensor* t;  // null or undefined: not taken into account (an absent bias)
+};
+const Backend& backend_for(const char* op, std::initializer_list<Arg> args) {
+  const Arg* first = nullptr;
+  for (const Arg& a : args) {
+    if (!a.t || !a.t->defined()) continue;
+    if (!first) first = &a;
+    GP_CHECK(a.t->device() == first->t->device(), "[", op, "] ", a.name, " ", a.t->describe(),
+             " is on ", device_name(a.t->device()), ", ", first->name, " ", first->t->describe(),
+             " on ", device_name(first->t->device()), ": an op's tensors must share one device");
+  }
+  return backend(first ? first->t->device() : Device::CPU);
+}
+
+// The backend's kernel for the op, or an error naming what is missing.
+template <typename Fn>
+Fn kernel(Fn fn, const char* op, const Backend& b) {
+  GP_CHECK(fn != nullptr, "[", op, "] has no ", b.name, " kernel");
+  return fn;
+}
+
+}  // namespace
+
+const Backend& backend(Device d) { return d == Device::CUDA ? cuda_backend() : cpu_backend(); }
+
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const auto d = detail::check_linear(x, w, bias, y);
-  cpu::linear(x, w, bias, y, d.T, d.K, d.N);
+  const Backend& b = backend_for("linear", {{"x", &x}, {"w", &w}, {"bias", bias}, {"y", &y}});
+  kernel(b.linear, "linear", b)(x, w, bias, y, d.T, d.K, d.N);
 }
 
 void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
@@ -186,52 +223,62 @@ void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
   for (const LinearOut& o : outs) {
     GP_CHECK(o.w && o.y, "[linear_many] an output without its weight or result tensor");
     const auto d = detail::check_linear(x, *o.w, o.bias, *o.y);
+    backend_for("linear_many", {{"x", &x}, {"w", o.w}, {"bias", o.bias}, {"y", o.y}});
     T = d.T;
     K = d.K;
   }
-  if (!outs.empty()) cpu::linear_many(x, outs, T, K);
+  const Backend& b = backend_for("linear_many", {{"x", &x}});
+  if (!outs.empty()) kernel(b.linear_many, "linear_many", b)(x, outs, T, K);
 }
 
 Tensor prepare_weight(const Tensor& w) {
   GP_CHECK(w.defined(), "[prepare_weight] undefined tensor");
-  return cpu::prepare_weight(w);
+  const Backend& b = backend_for("prepare_weight", {{"w", &w}});
+  return kernel(b.prepare_weight, "prepare_weight", b)(w);
 }
 
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
   detail::check_embedding(table, ids, out);
-  cpu::embedding(table, ids, out);
+  const Backend& b = backend_for("embedding", {{"table", &table}, {"out", &out}});
+  kernel(b.embedding, "embedding", b)(table, ids, out);
 }
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   detail::check_rms_norm(x, w, y);
-  cpu::rms_norm(x, w, eps, y);
+  const Backend& b = backend_for("rms_norm", {{"x", &x}, {"w", &w}, {"y", &y}});
+  kernel(b.rms_norm, "rms_norm", b)(x, w, eps, y);
 }
 
 void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
           RopeStyle style) {
   const int64_t D = detail::check_rope(x, nheads, pos, inv_freq);
-  cpu::rope(x, nheads, D, pos, inv_freq, style);
+  const Backend& b = backend_for("rope", {{"x", &x}});
+  kernel(b.rope, "rope", b)(x, nheads, D, pos, inv_freq, style);
 }
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::check_silu_mul(gate, up, out);
-  cpu::silu_mul(gate, up, out);
+  const Backend& b = backend_for("silu_mul", {{"gate", &gate}, {"up", &up}, {"out", &out}});
+  kernel(b.silu_mul, "silu_mul", b)(gate, up, out);
 }
 
 void add_inplace(Tensor& x, const Tensor& y) {
   detail::check_add(x, y);
-  cpu::add_inplace(x, y);
+  const Backend& b = backend_for("add_inplace", {{"x", &x}, {"y", &y}});
+  kernel(b.add_inplace, "add_inplace", b)(x, y);
 }
 
 void store_rows(const Tensor& src, Tensor& dst) {
   detail::check_store_rows(src, dst);
-  cpu::store_rows(src, dst);
+  const Backend& b = backend_for("store_rows", {{"src", &src}, {"dst", &dst}});
+  kernel(b.store_rows, "store_rows", b)(src, dst);
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
   const auto d = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
-  cpu::attention(q, k, v, nheads, nkv_heads, q_pos0, scale, out, d.T, d.S, d.D);
+  const Backend& b = backend_for("attention", {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
+  kernel(b.attention, "attention", b)(q, k, v, nheads, nkv_heads, q_pos0, scale, out, d.T, d.S, d.D);
 }
 
 // Each query row t attends to q_pos0 + t + 1 keys: 2·D FLOPs for the score and 2·D for the

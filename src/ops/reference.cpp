@@ -40,6 +40,7 @@ void row_to_f32(const Tensor& t, int64_t i, float* dst, int64_t n) {
 
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const auto [T, K, N] = detail::check_linear(x, w, bias, y);
+  detail::check_on_cpu("linear", {&x, &w, bias, &y});
   std::vector<float> wrow(static_cast<size_t>(K)), b(static_cast<size_t>(N), 0.0f);
   if (bias) traits(bias->dtype()).to_f32(bias->raw(), b.data(), N);
   for (int64_t n = 0; n < N; ++n) {
@@ -55,6 +56,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
 
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
   detail::check_embedding(table, ids, out);
+  detail::check_on_cpu("embedding", {&table, &out});
   const int64_t K = table.size(1);
   for (size_t t = 0; t < ids.size(); ++t)
     row_to_f32(table, ids[t], reinterpret_cast<float*>(row_ptr(out, int64_t(t))), K);
@@ -62,6 +64,7 @@ void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   detail::check_rms_norm(x, w, y);
+  detail::check_on_cpu("rms_norm", {&x, &w, &y});
   const int64_t T = rows_of(x), K = x.size(-1);
   std::vector<float> wf(static_cast<size_t>(K));
   traits(w.dtype()).to_f32(w.raw(), wf.data(), K);
@@ -80,6 +83,7 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
 void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
           RopeStyle style) {
   const int64_t D = detail::check_rope(x, nheads, pos, inv_freq);
+  detail::check_on_cpu("rope", {&x});
   const int64_t half = D / 2, T = rows_of(x);
   for (int64_t t = 0; t < T; ++t) {
     auto* xr = reinterpret_cast<float*>(row_ptr(x, t));
@@ -100,6 +104,7 @@ void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<con
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::check_silu_mul(gate, up, out);
+  detail::check_on_cpu("silu_mul", {&gate, &up, &out});
   const int64_t T = rows_of(gate), K = gate.size(-1);
   for (int64_t t = 0; t < T; ++t) {
     const auto* g = reinterpret_cast<const float*>(row_ptr(gate, t));
@@ -114,6 +119,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 
 void add_inplace(Tensor& x, const Tensor& y) {
   detail::check_add(x, y);
+  detail::check_on_cpu("add_inplace", {&x, &y});
   const int64_t T = rows_of(x), K = x.size(-1);
   for (int64_t t = 0; t < T; ++t) {
     auto* a = reinterpret_cast<float*>(row_ptr(x, t));
@@ -124,6 +130,7 @@ void add_inplace(Tensor& x, const Tensor& y) {
 
 void store_rows(const Tensor& src, Tensor& dst) {
   detail::check_store_rows(src, dst);
+  detail::check_on_cpu("store_rows", {&src, &dst});
   // dst [T, N] is one head of N values; head-major [H, T, D] takes head h of row t at dst[h, t].
   const auto& tr = traits(dst.dtype());
   const bool heads = dst.ndim() == 3;
@@ -138,6 +145,7 @@ void store_rows(const Tensor& src, Tensor& dst) {
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
   const auto [T, S, D] = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
+  detail::check_on_cpu("attention", {&q, &k, &v, &out});
   if (k.ndim() == 3 || k.dtype() != DType::F32) {
     // A head-major cache, or one of f16, bf16 or Q8_0: its values, exactly, in f32 rows.
     auto rows = [&](const Tensor& c) {

@@ -1,0 +1,89 @@
+// The backend table (src/ops/backend.h): ops::X runs the kernel of its tensors' device; a device
+// without a kernel for the op fails by name; tensors on two devices are refused. No GPU is
+// needed: tensors are marked as CUDA tensors over host memory, which the CUDA table must never
+// touch (it has no kernels yet), and the error must come before any memory is read.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "genperf/error.h"
+#include "genperf/ops.h"
+#include "genperf/tensor.h"
+#include "ops/backend.h"
+
+namespace genperf {
+namespace {
+
+// A tensor whose storage says it is on the CUDA device (host memory, never dereferenced).
+Tensor on_cuda(Tensor t) {
+  t.storage()->device = Device::CUDA;
+  return t;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Backend, CpuTableHasEveryOp) {
+  const ops::Backend& b = ops::backend(Device::CPU);
+  EXPECT_STREQ(b.name, "CPU");
+  EXPECT_TRUE(b.linear && b.linear_many && b.prepare_weight && b.embedding && b.rms_norm && b.rope &&
+              b.silu_mul && b.add_inplace && b.store_rows && b.attention);
+}
+
+TEST(Backend, MissingCudaKernelsFailByName) {
+  if (ops::backend(Device::CUDA).linear) GTEST_SKIP() << "this build has CUDA kernels";
+  const Tensor x = on_cuda(Tensor::zeros({4, 64})), w = on_cuda(Tensor::zeros({32, 64}));
+  Tensor y = on_cuda(Tensor::zeros({4, 32})), n = on_cuda(Tensor::zeros({64}));
+  Tensor x2 = on_cuda(Tensor::zeros({4, 64}));
+  Tensor kv = on_cuda(Tensor::zeros({8, 64}));
+  const std::vector<int32_t> ids = {0, 1, 2, 3}, pos = {0, 1, 2, 3};
+  const std::vector<float> inv_freq(16, 1.f);
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"linear", [&] { ops::linear(x, w, nullptr, y); }},
+      {"linear_many", [&] { const ops::LinearOut o{&w, nullptr, &y}; ops::linear_many(x, {&o, 1}); }},
+      {"prepare_weight", [&] { ops::prepare_weight(w); }},
+      {"embedding", [&] { ops::embedding(w, ids, x2); }},
+      {"rms_norm", [&] { ops::rms_norm(x, n, 1e-5f, x2); }},
+      {"rope", [&] { ops::rope(x2, 2, pos, inv_freq, RopeStyle::Neox); }},
+      {"silu_mul", [&] { ops::silu_mul(x, x, x2); }},
+      {"add_inplace", [&] { ops::add_inplace(x2, x); }},
+      {"store_rows", [&] { ops::store_rows(x, x2); }},
+      {"attention", [&] { ops::attention(x, kv, kv, 2, 2, 4, 0.125f, x2); }},
+  };
+  for (const auto& [op, fn] : cases)
+    EXPECT_EQ(error_of(fn), "[" + op + "] has no CUDA kernel") << op;
+}
+
+TEST(Backend, TensorsOnTwoDevicesAreRefused) {
+  const Tensor x = Tensor::zeros({4, 64}), w = on_cuda(Tensor::zeros({32, 64}));
+  Tensor y = Tensor::zeros({4, 32});
+  const std::string e = error_of([&] { ops::linear(x, w, nullptr, y); });
+  EXPECT_NE(e.find("[linear] w f32[32, 64] is on cuda, x f32[4, 64] on cpu"), std::string::npos) << e;
+}
+
+TEST(Backend, ReferencesRunOnTheCpuOnly) {
+  const Tensor x = on_cuda(Tensor::zeros({4, 64}));
+  Tensor y = on_cuda(Tensor::zeros({4, 64}));
+  const std::string e = error_of([&] { ops::ref::add_inplace(y, x); });
+  EXPECT_NE(e.find("the reference runs on the CPU"), std::string::npos) << e;
+}
+
+TEST(Backend, DeviceMemoryNeedsTheBackend) {
+#ifdef GENPERF_HAVE_CUDA
+  GTEST_SKIP() << "this build has the CUDA backend";
+#else
+  const std::string e = error_of([] { Storage::allocate(16, Device::CUDA); });
+  EXPECT_NE(e.find("this build has no cuda backend"), std::string::npos) << e;
+#endif
+}
+
+}  // namespace
+}  // namespace genperf
