@@ -70,6 +70,12 @@ class Session {
 
 enum class LogitsFor { Last, All };
 
+// Sees the f32 input x [T, K] of each weight matmul of a forward pass, with the names of the
+// weights that multiply it (q/k/v share one input, gate and up another; the head's input is the
+// final norm's output, for the rows whose logits are computed). Calibration statistics
+// (collect_activation_stats) are hooks on the one forward pass, not a copy of it.
+using MatmulInputHook = std::function<void(std::span<const std::string> weights, const Tensor& x)>;
+
 class LlamaModel {
  public:
   // Takes the checkpoint's tensors (shapes are checked) and keeps its tokenizer.
@@ -94,7 +100,9 @@ class LlamaModel {
 
   // Runs `tokens` at positions s.position() .. +T-1, appends their keys/values to the cache and
   // returns f32 logits: [1, V] for the last token or [T, V] for all of them.
-  Tensor forward(Session& s, std::span<const int32_t> tokens, LogitsFor which = LogitsFor::Last) const;
+  // hook, when given, sees every matmul's input (MatmulInputHook).
+  Tensor forward(Session& s, std::span<const int32_t> tokens, LogitsFor which = LogitsFor::Last,
+                 const MatmulInputHook* hook = nullptr) const;
 
   // Work of a forward pass of T tokens after `past` cached ones, in FLOPs (matmuls + attention).
   double forward_flops(int64_t T, int64_t past, LogitsFor which) const;
@@ -103,12 +111,14 @@ class LlamaModel {
   friend class Session;
   struct Layer {
     Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+    std::vector<std::string> qkv_names, o_names, gate_up_names, down_names;  // per matmul input
   };
   LlamaConfig config_;
   RopeStyle rope_style_;
   std::string source_;
   std::map<std::string, Tensor> tensors_;  // keeps every weight (and its mapping) alive
   Tensor embed_, norm_, lm_head_;
+  std::vector<std::string> head_names_;
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -13,6 +13,10 @@
 #include "genperf/tensor.h"
 #include "ops/backend.h"
 
+#ifdef GENPERF_HAVE_CUDA
+#include "backend/cuda/cuda_runtime.h"
+#endif
+
 namespace genperf {
 namespace {
 
@@ -76,9 +80,17 @@ TEST(Backend, ReferencesRunOnTheCpuOnly) {
   EXPECT_NE(e.find("the reference runs on the CPU"), std::string::npos) << e;
 }
 
-TEST(Backend, DeviceMemoryNeedsTheBackend) {
+TEST(Backend, DeviceMemory) {
 #ifdef GENPERF_HAVE_CUDA
-  GTEST_SKIP() << "this build has the CUDA backend";
+  // Built with CUDA: device memory where a GPU is visible, a clear error where none is.
+  if (cuda::device_count() == 0) {
+    const std::string e = error_of([] { Storage::allocate(16, Device::CUDA); });
+    EXPECT_NE(e.find("no CUDA device is visible"), std::string::npos) << e;
+  } else {
+    const auto s = Storage::allocate(16, Device::CUDA);
+    EXPECT_EQ(s->device, Device::CUDA);
+    EXPECT_NE(s->data, nullptr);
+  }
 #else
   const std::string e = error_of([] { Storage::allocate(16, Device::CUDA); });
   EXPECT_NE(e.find("this build has no cuda backend"), std::string::npos) << e;

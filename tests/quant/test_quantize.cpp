@@ -239,9 +239,11 @@ TEST(QuantizeMatrix, RtnAndWeightedAreTheFormatsQuantizers) {
   EXPECT_EQ(quantize_matrix(w, DType::BF16, {}, "w").dtype(), DType::BF16);
 }
 
-// The calibration pass is LlamaModel's forward: same logits, with and without q/k/v biases, tied
-// and untied heads, either rope layout.
-TEST(Calibration, ForwardMatchesLlamaModel) {
+// The calibration pass is LlamaModel's forward with a hook (MatmulInputHook): every matmul input
+// is seen once, with its weights' names and shape, and the hook changes nothing (same logits, bit
+// for bit); with and without q/k/v biases, tied and untied heads, either rope layout. The
+// statistics are those of f32 weights, whatever the stored type.
+TEST(Calibration, HookSeesEveryMatmulInput) {
   for (int variant = 0; variant < 3; ++variant) {
     LlamaConfig c = preset_config("tiny");
     c.attention_bias = variant == 1;
@@ -249,19 +251,30 @@ TEST(Calibration, ForwardMatchesLlamaModel) {
     Checkpoint ck = random_checkpoint(c, variant == 2 ? DType::BF16 : DType::F32, 3);
     if (variant == 2) ck.rope_style = RopeStyle::Interleaved;
     const auto tokens = random_tokens(70, c.vocab_size, 4);
-    const quant::CalibrationModel cm(ck);
+    std::map<std::string, int64_t> in_features;
+    for (const auto& [name, t] : ck.tensors) in_features[name] = t.ndim() == 2 ? t.size(1) : 0;
+    Checkpoint copy = random_checkpoint(c, variant == 2 ? DType::BF16 : DType::F32, 3);
+    copy.rope_style = ck.rope_style;
+    const LlamaModel m(std::move(copy));
     int calls = 0;
-    const Tensor got = cm.forward(tokens, [&](const std::vector<std::string>& w, const Tensor& x) {
+    const MatmulInputHook hook = [&](std::span<const std::string> w, const Tensor& x) {
       ++calls;
       EXPECT_EQ(x.size(0), 70);
-      EXPECT_EQ(x.size(1), ck.tensors.at(w.front()).size(1)) << w.front();
-    });
+      EXPECT_EQ(x.size(1), in_features.at(w.front())) << w.front();
+    };
+    Session s1(m, 70), s2(m, 70);
+    const Tensor got = m.forward(s1, tokens, LogitsFor::All, &hook);
     EXPECT_EQ(calls, 4 * 2 + 1);
-    // LlamaModel's bf16 kernels round the activations to bf16 too; the calibration pass runs
-    // f32 copies of the same weights.
-    const Tensor want = logits_of(ck, tokens);
-    EXPECT_LT(relative_error(got, want), variant == 2 ? 2e-2 : 1e-5) << "variant " << variant;
+    const Tensor want = m.forward(s2, tokens, LogitsFor::All);
+    EXPECT_EQ(relative_error(got, want), 0.0) << "variant " << variant;
   }
+  // A bf16 checkpoint's statistics are its f32 conversion's.
+  const Checkpoint b16 = with_tokenizer(random_checkpoint(preset_config("tiny"), DType::BF16, 5));
+  Checkpoint f32 = with_tokenizer(random_checkpoint(preset_config("tiny"), DType::BF16, 5));
+  for (auto& [name, t] : f32.tensors) t = t.to(DType::F32);
+  const auto tokens = random_tokens(300, 96, 6);
+  EXPECT_EQ(collect_activation_stats(b16, tokens, 64, false).mean_sq,
+            collect_activation_stats(f32, tokens, 64, false).mean_sq);
 }
 
 TEST(Calibration, StatisticsMatchADirectComputation) {

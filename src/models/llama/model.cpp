@@ -46,6 +46,7 @@ LlamaModel::LlamaModel(Checkpoint ck)
     return w;
   };
   lm_head_ = c.tie_word_embeddings ? embed_ : linear_weight("lm_head.weight", {V, d});
+  head_names_ = {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"};
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     Layer l;
     auto get = [&](const char* n, std::vector<int64_t> s) { return take(tensors_, source_, layer_name(i, n), s); };
@@ -64,6 +65,11 @@ LlamaModel::LlamaModel(Checkpoint ck)
     l.w_gate = lin("mlp.gate_proj.weight", {F, d});
     l.w_up = lin("mlp.up_proj.weight", {F, d});
     l.w_down = lin("mlp.down_proj.weight", {d, F});
+    l.qkv_names = {layer_name(i, "self_attn.q_proj.weight"), layer_name(i, "self_attn.k_proj.weight"),
+                   layer_name(i, "self_attn.v_proj.weight")};
+    l.o_names = {layer_name(i, "self_attn.o_proj.weight")};
+    l.gate_up_names = {layer_name(i, "mlp.gate_proj.weight"), layer_name(i, "mlp.up_proj.weight")};
+    l.down_names = {layer_name(i, "mlp.down_proj.weight")};
     layers_.push_back(std::move(l));
   }
   inv_freq_ = rope_inv_freq(c);
@@ -169,7 +175,8 @@ void Session::reserve(int64_t T) {
   scratch_T_ = T;
 }
 
-Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFor which) const {
+Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFor which,
+                           const MatmulInputHook* hook) const {
   GP_CHECK(s.model_ == this, "[llama] session belongs to another model");
   const int64_t T = int64_t(tokens.size());
   GP_CHECK(T > 0, "[llama] forward needs at least one token");
@@ -186,6 +193,9 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
   auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
+  auto observe = [hook](const std::vector<std::string>& weights, const Tensor& in) {
+    if (hook) (*hook)(weights, in);
+  };
   ops::embedding(embed_, tokens, x);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
@@ -194,6 +204,7 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
     // once) into the head-major cache at positions p0 .. p0+T-1.
     Tensor kn = rows(s.kn_), vn = rows(s.vn_);
     const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kn}, {&l.wv, bias(l.bv), &vn}};
+    observe(l.qkv_names, h);
     ops::linear_many(h, qkv);
     ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
     ops::rope(kn, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
@@ -202,12 +213,15 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
     ops::store_rows(vn, vc);
     ops::attention(q, s.k_[li].slice(1, 0, p0 + T), s.v_[li].slice(1, 0, p0 + T), c.num_attention_heads,
                    c.num_key_value_heads, p0, scale, attn);
+    observe(l.o_names, attn);
     ops::linear(attn, l.wo, nullptr, h);
     ops::add_inplace(x, h);
     ops::rms_norm(x, l.ffn_norm, eps, h);
     const ops::LinearOut gate_up[] = {{&l.w_gate, nullptr, &gate}, {&l.w_up, nullptr, &up}};
+    observe(l.gate_up_names, h);
     ops::linear_many(h, gate_up);
     ops::silu_mul(gate, up, gate);
+    observe(l.down_names, gate);
     ops::linear(gate, l.w_down, nullptr, h);
     ops::add_inplace(x, h);
   }
@@ -215,6 +229,7 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   Tensor last = which == LogitsFor::All ? x : x.slice(0, T - 1, 1);
   Tensor normed = Tensor::zeros(last.shape());
   ops::rms_norm(last, norm_, eps, normed);
+  observe(head_names_, normed);
   Tensor logits = Tensor::zeros({last.size(0), c.vocab_size});
   ops::linear(normed, lm_head_, nullptr, logits);
   return logits;
