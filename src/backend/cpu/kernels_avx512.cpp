@@ -146,8 +146,8 @@ void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// Q8_0 as the reference quantizer (src/core/codec.cpp, encode_q8_0): d = amax / 127 in f32,
-// stored as f16 rounded to nearest even; codes round(x * (1 / d)) with ties away from zero,
+// Q8_0 as the reference quantizer (src/core/codec_encode.cpp, encode_q8_0): d = amax / 127 in
+// f32, stored as f16 rounded to nearest even; codes round(x * (1 / d)) with ties away from zero,
 // here the truncated value moved one away from zero where the dropped fraction is at least 1/2.
 void quantize_q8_0_row(const float* src, void* dst, int64_t n) {
   uint8_t* o = static_cast<uint8_t*>(dst);

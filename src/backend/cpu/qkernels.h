@@ -79,7 +79,7 @@ QGemvFn qgemv_avx512(DType wt, bool vnni);
 // The integer GEMM for many activation rows (prefill), under the QGemvFn contract: the same
 // exact integer block sums, scaled in f32 (in another order than the GEMV). Each call unpacks
 // its weight rows once, 32 at a time, into a lane-per-row panel reused by every activation row
-// (qkernels_avx512.cpp). Null for Q8_0 on AVX-512 without VNNI (its flipped bytes would
+// (qgemm_avx512.cpp). Null for Q8_0 on AVX-512 without VNNI (its flipped bytes would
 // saturate vpmaddubsw).
 QGemvFn qgemm_avx512(DType wt, bool vnni);
 // The same in AVX2 (vpmaddubsw + vpmaddwd, or vpdpbusd; panels of 16 rows; Q8_0 through the

@@ -220,7 +220,7 @@ void gemv_rows(const QAct& a, int64_t t0, const uint8_t* w, size_t ldw, int64_t 
 
 // ---------------------------------------------------------------------------------------------
 // Integer GEMM (prefill, many activation rows): the AVX-512 file's design ("Integer GEMM" in
-// qkernels_avx512.cpp) in 256-bit registers and without VNNI, on panels of 16 weight rows
+// qgemm_avx512.cpp) in 256-bit registers and without VNNI, on panels of 16 weight rows
 // (pack_panel, qkernels_formats.inc). Per 4 k, the activation's 4 bytes broadcast to all lanes
 // meet the two vectors of 8 rows in vpmaddubsw. Its int16 pair sums add up over kSum steps (as
 // many as cannot leave int16: 2 * umax * 127 * kSum <= 32767) before one vpmaddwd widens them
@@ -640,7 +640,7 @@ GP_QINLINE void packed_unit(const uint8_t* g, int64_t u, const QAct& a, int64_t 
   }
 }
 
-// Prefetch distance as in the AVX-512 packed GEMV (qkernels_avx512.cpp, kPackedPrefetch).
+// Prefetch distance as in the AVX-512 packed GEMV (qgemm_avx512.cpp, kPackedPrefetch).
 constexpr int kPackedPrefetch = 2048;
 
 template <class F, int TT>
