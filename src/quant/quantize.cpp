@@ -11,6 +11,7 @@
 #include <set>
 
 #include "genperf/error.h"
+#include "genperf/model_family.h"
 #include "genperf/progress.h"
 #include "quant/quantize_internal.h"
 
@@ -18,27 +19,6 @@ namespace genperf {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Per-layer matrix names in forward order (q, k, v, o, gate, up, down).
-constexpr const char* kLayerMatrices[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
-                                          "mlp.down_proj.weight"};
-constexpr const char* kEmbed = "model.embed_tokens.weight";
-constexpr const char* kHead = "lm_head.weight";
-
-// "model.layers.<i>.<rest>" -> i and rest; -1 when the name has another form.
-int64_t layer_of(const std::string& name, std::string* rest = nullptr) {
-  static const std::string prefix = "model.layers.";
-  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
-  size_t i = prefix.size();
-  int64_t layer = 0;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - prefix.size() < 9)
-    layer = layer * 10 + (name[i++] - '0');
-  if (i == prefix.size() || i >= name.size() || name[i] != '.') return -1;
-  if (rest) *rest = name.substr(i + 1);
-  return layer;
-}
 
 std::string format_list() {
   std::string s;
@@ -59,44 +39,18 @@ void quantize_rows_parallel(DType format, const float* src, void* dst, int64_t N
   }
 }
 
-// GGUF `llama` keeps q/k rows in interleaved rotary pairs; HF in halves: HF row p*(D/2)+j of a
-// head is GGUF row j*2+p. Rows are whole quantized rows, so this is exact for any format.
-Tensor rotary_rows_to_hf(const Tensor& t, int64_t heads, int64_t head_dim) {
-  const Tensor src = t.is_contiguous() ? t : t.clone();
-  GP_CHECK(src.size(0) == heads * head_dim, "[quantize] ", src.describe(), ": expected ", heads * head_dim, " rows");
-  const size_t row_bytes = src.nbytes() / size_t(src.size(0));
-  Tensor dst = Tensor::zeros(src.shape(), src.dtype());
-  const int64_t half = head_dim / 2;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t j = 0; j < half; ++j)
-      for (int64_t p = 0; p < 2; ++p)
-        std::memcpy(dst.data<char>() + size_t(h * head_dim + p * half + j) * row_bytes,
-                    src.data<char>() + size_t(h * head_dim + j * 2 + p) * row_bytes, row_bytes);
-  return dst;
-}
-
 }  // namespace
 
 bool is_quantizable(const std::string& name, const Tensor& t) {
   if (!t.defined() || t.ndim() != 2) return false;
-  if (name == kEmbed || name == kHead) return true;
-  std::string rest;
-  if (layer_of(name, &rest) < 0) return false;
-  for (const char* m : kLayerMatrices)
-    if (rest == m) return true;
+  for (const ModelFamily* f : model_families())
+    if (f->role_of(name)) return true;
   return false;
 }
 
 std::vector<std::string> quantizable_tensors(const Checkpoint& ck) {
   std::vector<std::string> names;
-  auto add = [&](const std::string& n) {
-    const auto it = ck.tensors.find(n);
-    if (it != ck.tensors.end() && is_quantizable(n, it->second)) names.push_back(n);
-  };
-  add(kEmbed);
-  for (int64_t i = 0; i < ck.config.num_hidden_layers; ++i)
-    for (const char* m : kLayerMatrices) add(cat("model.layers.", i, ".", m));
-  add(kHead);
+  for (const TensorRole& r : family_of(ck).quantizable(ck)) names.push_back(r.name);
   return names;
 }
 
@@ -173,18 +127,14 @@ QuantPlan recipe_plan(const Checkpoint& ck, const std::string& recipe, std::vect
     // untied token embedding keeps the default. Then the shape fallbacks (fallback_format).
     const int64_t n = ck.config.num_hidden_layers;
     auto use_more_bits = [n](int64_t i) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
-    for (const std::string& name : names) {
+    for (const TensorRole& r : family_of(ck).quantizable(ck)) {
       DType want = DType::Q4_K;
-      std::string rest;
-      const int64_t layer = layer_of(name, &rest);
-      const bool head = name == kHead || (name == kEmbed && ck.config.tie_word_embeddings);
-      if (head) {
-        want = ck.tensors.at(name).size(1) % traits(DType::Q6_K).block_size == 0 ? DType::Q6_K : DType::Q8_0;
-      } else if (layer >= 0 && (rest == "self_attn.v_proj.weight" || rest == "mlp.down_proj.weight") &&
-                 use_more_bits(layer)) {
+      if (r.output) {
+        want = ck.tensors.at(r.name).size(1) % traits(DType::Q6_K).block_size == 0 ? DType::Q6_K : DType::Q8_0;
+      } else if (r.layer >= 0 && (r.kind == "v" || r.kind == "down") && use_more_bits(r.layer)) {
         want = DType::Q6_K;
       }
-      assign(name, want);
+      assign(r.name, want);
     }
     return plan;
   }
@@ -218,7 +168,12 @@ Tensor quantize_matrix(const Tensor& w, DType format, const QuantizeOptions& o, 
     return out;
   }
   const auto it = o.stats->gram.find(stats_name);
-  if (it == o.stats->gram.end() && stats_name == kEmbed) {
+  auto is_lookup = [&] {
+    for (const ModelFamily* f : model_families())
+      if (const auto r = f->role_of(stats_name); r && r->lookup) return true;
+    return false;
+  };
+  if (it == o.stats->gram.end() && is_lookup()) {
     // The untied embedding is a lookup without a Gram matrix: its uniform importance instead.
     QuantizeOptions weighted = o;
     weighted.method = QuantMethod::Weighted;
@@ -294,23 +249,7 @@ void save_quantized(const std::string& path, const Checkpoint& ck) {
   if (fs::exists(dir, ec))
     GP_CHECK(fs::is_directory(dir, ec) && fs::is_empty(dir, ec), "[quantize] ", path,
              " exists; choose a new output path or remove it");
-  std::map<std::string, Tensor> tensors = ck.tensors;
-  if (ck.rope_style == RopeStyle::Interleaved) {  // from a GGUF `llama` file: back to HF's halves
-    const auto& c = ck.config;
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      for (const char* kind : {"q_proj", "k_proj"}) {
-        const int64_t heads = kind[0] == 'q' ? c.num_attention_heads : c.num_key_value_heads;
-        for (const char* part : {".weight", ".bias"}) {
-          const std::string n = cat("model.layers.", i, ".self_attn.", kind, part);
-          const auto it = tensors.find(n);
-          if (it == tensors.end()) continue;
-          Tensor t = it->second.ndim() == 1 ? it->second.view({it->second.size(0), 1}) : it->second;
-          t = rotary_rows_to_hf(t, heads, c.head_dim);
-          it->second = it->second.ndim() == 1 ? t.view({t.size(0)}) : t;
-        }
-      }
-    }
-  }
+  const std::map<std::string, Tensor> tensors = family_of(ck).hf_tensors(ck);
   // Tokenizer files of a source directory travel along; a GGUF's vocabulary has no such file.
   std::vector<std::string> extra;
   if (!ck.source.empty() && fs::is_directory(ck.source, ec))

@@ -19,6 +19,7 @@
 #include "genperf/fileio.h"
 #include "genperf/json.h"
 #include "genperf/llama.h"
+#include "genperf/model_family.h"
 #include "genperf/progress.h"
 #include "genperf/runtime.h"
 #include "genperf/sensitivity.h"
@@ -30,24 +31,6 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Layer index and short kind ("q", "down", "embed", "head") of a Hugging Face weight name.
-void classify(const std::string& name, int& layer, std::string& kind) {
-  layer = -1;
-  kind = name;
-  if (name == "model.embed_tokens.weight") { kind = "embed"; return; }
-  if (name == "lm_head.weight") { kind = "head"; return; }
-  const std::string pre = "model.layers.";
-  if (name.rfind(pre, 0) != 0) return;
-  size_t i = pre.size(), j = name.find('.', i);
-  if (j == std::string::npos) return;
-  layer = std::atoi(name.substr(i, j - i).c_str());
-  static const std::pair<const char*, const char*> kinds[] = {
-      {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"},
-      {"gate_proj", "gate"}, {"up_proj", "up"}, {"down_proj", "down"}};
-  for (const auto& [k, s] : kinds)
-    if (name.find(cat(".", k, ".")) != std::string::npos) { kind = s; return; }
-}
 
 }  // namespace
 
@@ -335,6 +318,7 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
   if (anchored) m.anchor = dtype_name(opt.anchor);
   for (const auto& [n, t] : ck.tensors) m.total_source_bytes += int64_t(t.nbytes());
 
+  const ModelFamily& family = family_of(ck);
   const std::vector<std::string> names = quantizable_tensors(ck);
   GP_CHECK(!names.empty(), "[sensitivity] ", ck.source, " has no quantizable tensors");
   const int64_t stat_tokens = int64_t(ref.ids().size());
@@ -369,7 +353,9 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
     GP_CHECK(src.ndim() == 2, "[sensitivity] ", n, " is ", src.describe(), ", expected a matrix");
     SensitivityTensor st;
     st.name = n;
-    classify(n, st.layer, st.kind);
+    const auto role = family.role_of(n);
+    st.layer = role ? role->layer : -1;
+    st.kind = role ? role->kind : n;
     st.elements = src.numel();
     st.source_dtype = src.dtype();
     st.source_bytes = int64_t(src.nbytes());

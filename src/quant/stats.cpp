@@ -9,6 +9,7 @@
 
 #include "genperf/error.h"
 #include "genperf/llama.h"
+#include "genperf/model_family.h"
 #include "genperf/progress.h"
 #include "genperf/quantize.h"
 #include "genperf/ops.h"
@@ -117,8 +118,9 @@ ActivationStats collect_activation_stats(const Checkpoint& ck, const std::vector
     }
     st.tokens = s.rows;
   }
-  if (!c.tie_word_embeddings)  // a lookup: uniform importance (see quantize.h)
-    st.mean_sq["model.embed_tokens.weight"].assign(size_t(c.hidden_size), 1.f);
+  for (const TensorRole& r : family_of(ck).quantizable(ck))
+    if (r.lookup)  // rows looked up, never multiplied: uniform importance (see quantize.h)
+      st.mean_sq[r.name].assign(size_t(ck.tensors.at(r.name).size(1)), 1.f);
   return st;
 }
 
