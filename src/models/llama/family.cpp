@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "genperf/error.h"
-#include "genperf/model_family.h"
+#include "models/llama/family.h"
 
 namespace genperf {
 namespace {
@@ -102,17 +102,11 @@ class LlamaFamily final : public ModelFamily {
   }
 };
 
-const LlamaFamily kLlama;
-const ModelFamily* const kFamilies[] = {&kLlama};
-
 }  // namespace
 
-std::span<const ModelFamily* const> model_families() { return kFamilies; }
-
-const ModelFamily& family_of(const Checkpoint& ck) {
-  for (const ModelFamily* f : kFamilies)
-    if (f->owns(ck)) return *f;
-  fail("[model] ", ck.source, ": architecture ", ck.config.architecture, " belongs to no model family genperf knows");
+const ModelFamily& llama_family() {
+  static const LlamaFamily family;
+  return family;
 }
 
 }  // namespace genperf
