@@ -106,6 +106,9 @@ SizeReport size_report(const Checkpoint& ck);
 // "genperf.quant.<name>" = "<format> <dim> <dim>..." in __metadata__, and the source directory's
 // tokenizer files). The directory is written under a temporary name and renamed into place; an
 // existing non-empty directory at `path` is an error. load_checkpoint reads both back.
+// Fails before any work when `path` cannot take the result of `plan`: a .gguf file whose formats
+// GGUF lacks, or a directory that exists and is not empty.
+void check_quantized_output(const std::string& path, const Checkpoint& ck, const QuantPlan& plan);
 void save_quantized(const std::string& path, const Checkpoint& ck);
 
 }  // namespace genperf

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -213,5 +214,34 @@ double lagrangian_lower_bound(const std::vector<std::vector<AllocationOption>>& 
 // at its smallest option) or, for MaxKl, the lowest predicted KL.
 QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationReport* report = nullptr,
                           const AllocationOptions& o = {});
+
+// ---------------------------------------------------------------------------------------------
+// `quantize --recipe auto` as a library call: the allocation under one budget, on a map read from
+// `sensitivity` (a PREFIX.json of measure_sensitivity) or measured on the text `calib`. With
+// calibration text, `ref` holds the windows on which the achieved KL is scored after
+// quantization: those the map was measured on (as far as the text has them), so that achieved and
+// predicted KL compare; otherwise `ref_note` says why there is none or how the windows differ.
+
+struct AutoPlanOptions {
+  Budget budget;
+  bool proxy = false;        // allocate by the activation-weighted error proxy, not measured KL
+  std::string sensitivity;   // a map's path, or "" to measure one on calib
+  std::string calib;         // calibration text's path, or ""
+  int64_t ctx = 512;         // tokens per calibration window (when the map does not say)
+  int64_t calib_tokens = 4096;
+  bool progress = false;
+  QuantizeOptions quant;     // the method the model will be quantized with
+};
+
+struct AutoPlan {
+  QuantPlan plan;
+  AllocationReport report;
+  bool proxy = false;  // allocated by the proxy (AutoPlanOptions::proxy)
+  std::optional<CalibrationReference> ref;
+  std::string ref_note;
+  std::vector<std::string> notes;  // the map's notes and the allocation's summary
+};
+
+AutoPlan plan_auto(const Checkpoint& ck, const AutoPlanOptions& o);
 
 }  // namespace genperf

@@ -20,6 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+bool is_gguf_path(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".gguf") == 0; }
+
 std::string format_list() {
   std::string s;
   for (size_t i = 0; i < size_t(DType::COUNT); ++i)
@@ -235,9 +237,24 @@ SizeReport size_report(const Checkpoint& ck) {
   return r;
 }
 
+void check_quantized_output(const std::string& path, const Checkpoint& ck, const QuantPlan& plan) {
+  std::error_code ec;
+  if (is_gguf_path(path)) {
+    for (const auto& [name, f] : plan)
+      GP_CHECK(traits(f).ggml_type >= 0, "[quantize] ", path, ": ", name, " would be ", dtype_name(f),
+               ", which GGUF cannot hold; name an output directory instead");
+    for (const auto& [name, t] : ck.tensors)
+      GP_CHECK(plan.count(name) || traits(t.dtype()).ggml_type >= 0, "[quantize] ", path, ": ", name, " is ",
+               dtype_name(t.dtype()), ", which GGUF cannot hold; name an output directory instead");
+  } else if (fs::exists(path, ec)) {
+    GP_CHECK(fs::is_directory(path, ec) && fs::is_empty(path, ec), "[quantize] ", path,
+             " exists; choose a new output path or remove it");
+  }
+}
+
 void save_quantized(const std::string& path, const Checkpoint& ck) {
   GP_CHECK(!path.empty(), "[quantize] empty output path");
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
+  if (is_gguf_path(path)) {
     for (const auto& [name, t] : ck.tensors)
       GP_CHECK(traits(t.dtype()).ggml_type >= 0, "[quantize] ", path, ": tensor ", name, " is ",
                dtype_name(t.dtype()), ", which GGUF cannot hold; write a directory (HF safetensors) instead");

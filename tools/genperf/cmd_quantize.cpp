@@ -28,100 +28,6 @@ std::string shape_text(const Tensor& t) {
   return s;
 }
 
-// Fails before any work when `out` cannot take the result.
-void check_output(const std::string& out, const Checkpoint& ck, const QuantPlan& plan) {
-  std::error_code ec;
-  if (is_gguf(out)) {
-    for (const auto& [name, f] : plan)
-      GP_CHECK(traits(f).ggml_type >= 0, "[quantize] ", out, ": ", name, " would be ", dtype_name(f),
-               ", which GGUF cannot hold; name an output directory instead");
-    for (const auto& [name, t] : ck.tensors)
-      GP_CHECK(plan.count(name) || traits(t.dtype()).ggml_type >= 0, "[quantize] ", out, ": ", name, " is ",
-               dtype_name(t.dtype()), ", which GGUF cannot hold; name an output directory instead");
-  } else if (fs::exists(out, ec)) {
-    GP_CHECK(fs::is_directory(out, ec) && fs::is_empty(out, ec), "[quantize] ", out,
-             " exists; choose a new output path or remove it");
-  }
-}
-
-// --recipe auto: the allocation of sensitivity.h under the one budget given, on a map read from
-// --sensitivity or measured here on --calib. With calibration text, `ref` is left holding the
-// windows on which the achieved KL is scored after quantization: those the map was measured on
-// (as far as the text given has them), so that achieved and predicted KL compare.
-struct AutoPlan {
-  QuantPlan plan;
-  AllocationReport report;
-  bool proxy = false;
-  std::optional<CalibrationReference> ref;
-  std::string ref_note;  // why there is no ref, or how its windows differ from the map's
-};
-
-AutoPlan auto_plan(const Args& a, const Checkpoint& ck, const QuantizeOptions& o, bool json,
-                   std::vector<std::string>& notes) {
-  const int budgets = int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl"));
-  GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
-  const Budget b = a.has("target-bpw")    ? Budget::bpw(a.number("target-bpw"))
-                   : a.has("target-size") ? Budget::bytes(a.number("target-size"))
-                                          : Budget::max_kl(a.number("max-kl"));
-  AutoPlan r;
-  r.proxy = a.flag("proxy");
-  SensitivityMap m;
-  if (a.has("sensitivity")) {
-    m = read_sensitivity_json(a.str("sensitivity"));
-  } else {
-    GP_CHECK(a.has("calib"), "[quantize] --recipe auto needs a sensitivity map: give --sensitivity FILE.json "
-                             "(from genperf sensitivity) or --calib FILE to measure one");
-    CalibrationOptions co;
-    co.ctx = a.integer("ctx");
-    co.max_tokens = a.integer("calib-tokens");
-    co.source = a.str("calib");
-    co.progress = !json;
-    r.ref.emplace(ck, read_text_file(co.source), co);
-    SensitivityOptions so;
-    so.quant = o;
-    so.measure = !r.proxy;
-    so.progress = !json;
-    m = measure_sensitivity(ck, *r.ref, so);
-  }
-  for (const SensitivityTensor& t : m.tensors)
-    GP_CHECK(ck.tensors.count(t.name) && ck.tensors.at(t.name).numel() == t.elements, "[quantize] the sensitivity map (",
-             m.model, ") does not describe ", ck.source, ": tensor ", t.name, " differs or is missing");
-  AllocationOptions ao;
-  ao.use_proxy = r.proxy;
-  r.plan = plan_for_budget(m, b, &r.report, ao);
-  notes.insert(notes.end(), m.notes.begin(), m.notes.end());
-  notes.push_back("allocation: " + r.report.summary());
-
-  if (!r.ref && a.has("calib") && ck.tokenizer) {
-    // The map's windows: its ctx, and its token count where the text has that many.
-    const std::string file = a.str("calib");
-    const std::vector<int32_t> ids = ck.tokenizer->encode(read_text_file(file), false);
-    CalibrationOptions co;
-    co.ctx = m.ctx > 0 ? m.ctx : a.integer("ctx");
-    co.source = file;
-    if (int64_t(ids.size()) < co.ctx) {
-      r.ref_note = cat(file, " has ", ids.size(), " tokens, fewer than one window of the map's ", co.ctx);
-    } else {
-      co.max_tokens = m.tokens > 0 ? std::min<int64_t>(m.tokens, int64_t(ids.size())) : 0;
-      if (co.max_tokens >= co.ctx || co.max_tokens == 0) {
-        r.ref.emplace(ck, ids, ck.tokenizer->bos_id(), co);
-        if (m.tokens > 0 && int64_t(ids.size()) < m.tokens)
-          r.ref_note = cat("on ", r.ref->tokens(), " tokens of ", file, ", fewer than the map's ", m.tokens);
-      } else {
-        r.ref_note = cat(file, " has fewer tokens than one window of the map's ", co.ctx);
-      }
-    }
-  } else if (!r.ref) {
-    r.ref_note = cat("give --calib FILE to measure it", m.calib.empty() ? "" : ", the map's calibration text was " + m.calib);
-  }
-  if (m.method != quant_method_name(o.method)) {
-    const std::string differs = cat("the map was measured with ", m.method, ", this model quantized with ",
-                                    quant_method_name(o.method));
-    r.ref_note = r.ref_note.empty() ? differs : r.ref_note + "; " + differs;
-  }
-  return r;
-}
-
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
@@ -157,9 +63,25 @@ int cmd_quantize(int argc, char** argv) {
   o.method = parse_quant_method(a.str("method"));
   std::vector<std::string> notes;
   std::optional<AutoPlan> autop;
-  if (recipe == "auto") autop.emplace(auto_plan(a, ck, o, json, notes));
+  if (recipe == "auto") {
+    const int budgets = int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl"));
+    GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
+    AutoPlanOptions ao;
+    ao.budget = a.has("target-bpw")    ? Budget::bpw(a.number("target-bpw"))
+                : a.has("target-size") ? Budget::bytes(a.number("target-size"))
+                                       : Budget::max_kl(a.number("max-kl"));
+    ao.proxy = a.flag("proxy");
+    ao.sensitivity = a.has("sensitivity") ? a.str("sensitivity") : "";
+    ao.calib = a.has("calib") ? a.str("calib") : "";
+    ao.ctx = a.integer("ctx");
+    ao.calib_tokens = a.integer("calib-tokens");
+    ao.progress = !json;
+    ao.quant = o;
+    autop.emplace(plan_auto(ck, ao));
+    notes.insert(notes.end(), autop->notes.begin(), autop->notes.end());
+  }
   const QuantPlan plan = autop ? autop->plan : recipe_plan(ck, recipe, &notes);
-  check_output(out, ck, plan);
+  check_quantized_output(out, ck, plan);
   if (is_gguf(out))
     for (const std::string& n : gguf_llamacpp_notes(ck)) notes.push_back(n);
 
