@@ -78,6 +78,34 @@ class Trainer {
   std::vector<std::vector<int32_t>> tok_, tgt_;  // per micro-batch
 };
 
+// A training run's output directory: train_state.safetensors (the resumable state, written
+// atomically every save_every steps), train_log.jsonl (a JSON record a step and a validation),
+// train_run.json (how the run was started) and, at the last step, the model in HF format.
+struct TrainRunFiles {
+  std::string dir, state, log, run;
+  explicit TrainRunFiles(const std::string& d)
+      : dir(d), state(d + "/train_state.safetensors"), log(d + "/train_log.jsonl"), run(d + "/train_run.json") {}
+};
+
+struct TrainRunOptions {
+  bool resume = false;   // continue from files.state; the log keeps its records up to that step
+  int64_t stop_at = -1;  // stop after this step (< 0: the config's last), to split a run
+  bool export_model = true;                // write the model when the last step is reached
+  DType export_dtype = DType::F32;
+  std::vector<std::string> extra_files;    // copied beside the exported model (tokenizer files)
+  // Progress and printing (the log is written regardless); on_start sees the first step of this
+  // call (0, or the resumed one) and the last, before any step runs.
+  std::function<void(int64_t first, int64_t until)> on_start;
+  Trainer::Callbacks callbacks;
+};
+
+// Runs `m` in the directory: resumes, writes the run record (run_info plus the data's and the
+// model's sizes) before the first step, appends to the log, trains until stop_at or the end,
+// exports. Returns the summary: out, step, steps, final_loss, mean_tokens_per_s, val_loss, and
+// model and dtype when it exported.
+Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequences& val, const TrainerConfig& tc,
+                  const TrainRunFiles& files, const TrainRunOptions& o, Json run_info);
+
 // A fingerprint of token data (FNV-1a over tokens and targets), to refuse resuming on other data.
 uint64_t data_fingerprint(const TokenSequences& d);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "common.h"
@@ -85,96 +86,46 @@ TrainOptions train_options(const Args& a) {
   return o;
 }
 
-// Reads the log of an earlier run, keeping the records up to `step` (a resumed run rewrites what
-// came after its state).
-std::string log_prefix(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const Json j = Json::parse(line, path);
-    const Json* s = j.find("step");
-    if (s && s->as_number() <= double(step)) kept += line + "\n";
-  }
-  return kept;
-}
-
-struct RunFiles {
-  std::string dir, state, log, run;
-  explicit RunFiles(const std::string& d)
-      : dir(d), state(d + "/train_state.safetensors"), log(d + "/train_log.jsonl"), run(d + "/train_run.json") {}
-};
-
-// Runs the trainer with progress, a printed line every --log-every steps and the JSON log; then
-// exports the model. Returns the summary record.
+// Runs the trainer in the output directory (genperf/trainer.h, run_training) with progress and a
+// printed line every --log-every steps. Returns the summary record.
 Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, const TokenSequences& val,
-                  const RunFiles& files, const std::vector<std::string>& extra_files, Json run_info,
+                  const TrainRunFiles& files, const std::vector<std::string>& extra_files, Json run_info,
                   bool export_model = true) {
   const TrainerConfig tc = trainer_config(a);
-  Trainer trainer(m, train, val, tc);
-  if (a.flag("resume")) {
-    GP_CHECK(fs::exists(files.state), "[train] --resume: ", files.state, " does not exist");
-    trainer.load_state(files.state);
-    std::fprintf(stderr, "resumed from %s at step %lld\n", files.state.c_str(), (long long)trainer.step());
-  }
-  const int64_t first = trainer.step();
-  const int64_t until = a.has("stop-at") ? std::min(tc.steps, a.integer("stop-at")) : tc.steps;
-  GP_CHECK(until > first || first == tc.steps, "[train] --stop-at ", until, " is not after the current step ", first);
-
-  // The run's record first, so an interrupted run still says how it was started.
+  TrainRunOptions o;
+  o.resume = a.flag("resume");
+  o.stop_at = a.has("stop-at") ? a.integer("stop-at") : -1;
+  o.export_model = export_model;
+  o.export_dtype = parse_dtype(a.str("dtype"));
+  o.extra_files = extra_files;
   run_info["command"] = g_command;
   run_info["provenance"] = provenance(g_command).to_json();
-  run_info["train_sequences"] = train.size();
-  run_info["validation_sequences"] = val.size();
-  run_info["tokens_per_step"] = trainer.tokens_per_step();
-  run_info["parameters"] = int64_t(m.num_params());
-  run_info["trainable_parameters"] = int64_t(m.trainable_params().size());
-  write_file_atomic(files.run, run_info.dump(2) + "\n");
-
-  std::string log = a.flag("resume") ? log_prefix(files.log, first) : "";
-  write_file_atomic(files.log, log);
-  std::ofstream log_out(files.log, std::ios::app);
   const bool quiet = a.flag("json");
   const int64_t log_every = std::max<int64_t>(1, a.integer("log-every"));
-  Progress progress(a.str("out"), until - first);
-  double last_loss = NAN, last_val = NAN, tok_s_sum = 0;
-  int64_t tok_s_n = 0;
-  Trainer::Callbacks cb;
-  cb.on_step = [&](const StepRecord& r) {
-    last_loss = r.loss;
-    tok_s_sum += r.tokens_per_s;
-    ++tok_s_n;
-    log_out << r.to_json().dump() << "\n" << std::flush;
+  int64_t first = 0, until = tc.steps;
+  std::unique_ptr<Progress> progress;
+  o.on_start = [&](int64_t f, int64_t u) {
+    first = f;
+    until = u;
+    if (o.resume) std::fprintf(stderr, "resumed from %s at step %lld\n", files.state.c_str(), (long long)first);
+    progress = std::make_unique<Progress>(a.str("out"), until - first);
+  };
+  o.callbacks.on_step = [&](const StepRecord& r) {
     const double eta = r.elapsed_s / double(r.step - first) * double(until - r.step);
-    progress.update(r.step - first, cat("loss ", r.loss, " ", int64_t(r.tokens_per_s), " tok/s"));
+    progress->update(r.step - first, cat("loss ", r.loss, " ", int64_t(r.tokens_per_s), " tok/s"));
     if (!quiet && (r.step % log_every == 0 || r.step == until)) {
-      progress.clear();
+      progress->clear();
       std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %.0fs  ETA %.0fs\n",
                   (long long)r.step, (long long)tc.steps, r.loss, double(r.lr), r.grad_norm, r.tokens_per_s,
                   r.elapsed_s, eta);
       std::fflush(stdout);
     }
   };
-  cb.on_eval = [&](int64_t step, double v) {
-    last_val = v;
-    log_out << Json(Json::Object{{"step", step}, {"val_loss", v}}).dump() << "\n" << std::flush;
+  o.callbacks.on_eval = [&](int64_t step, double v) {
     if (!quiet) std::printf("step %lld  validation loss %.4f (ppl %.2f)\n", (long long)step, v, std::exp(v));
   };
-  trainer.run(until, files.state, cb);
-  progress.finish();
-
-  Json summary = Json::Object{{"out", files.dir},
-                              {"step", trainer.step()},
-                              {"steps", tc.steps},
-                              {"final_loss", last_loss},
-                              {"mean_tokens_per_s", tok_s_n ? tok_s_sum / double(tok_s_n) : 0.0}};
-  if (!std::isnan(last_val)) summary["val_loss"] = last_val;
-  if (trainer.step() == tc.steps && export_model) {
-    const DType dt = parse_dtype(a.str("dtype"));
-    save_hf_checkpoint(files.dir, m.config(), m.tensors(dt), extra_files);
-    summary["model"] = files.dir;
-    summary["dtype"] = dtype_name(dt);
-  }
+  Json summary = genperf::run_training(m, train, val, tc, files, o, std::move(run_info));
+  if (progress) progress->finish();
   return summary;
 }
 
@@ -203,7 +154,7 @@ int cmd_train(int argc, char** argv) {
          argc, argv, 2);
   if (run_help(a)) return 0;
   apply_common(a);
-  const RunFiles files(a.str("out"));
+  const TrainRunFiles files(a.str("out"));
   fs::create_directories(files.dir);
   const std::vector<std::string> texts = split(a.str("text"), ',');
   for (const auto& t : texts) GP_CHECK(fs::is_regular_file(t), "[train] ", t, ": no such text file");
@@ -266,7 +217,7 @@ int cmd_finetune(int argc, char** argv) {
   if (run_help(a)) return 0;
   apply_common(a);
   GP_CHECK(a.has("data") != a.has("text"), "[finetune] give exactly one of --data (JSONL) or --text");
-  const RunFiles files(a.str("out"));
+  const TrainRunFiles files(a.str("out"));
   const std::string src = a.str("model");
   Checkpoint ck = load_checkpoint(src);
   GP_CHECK(ck.tokenizer, "[finetune] ", src, ": the model has no tokenizer");
