@@ -99,6 +99,9 @@ struct SizeReport {
   double compression_vs_bf16() const { return total_bytes ? 2.0 * double(total_elements) / double(total_bytes) : 0; }
 };
 SizeReport size_report(const Checkpoint& ck);
+// Bits per weight of the quantizable tensors once `plan` is applied, without quantizing (tensors
+// the plan does not name keep their bytes).
+double plan_bpw(const Checkpoint& ck, const QuantPlan& plan);
 
 // Writes `path`: a .gguf file (every tensor must be a ggml type; q/k rows are permuted to GGUF's
 // rotary layout as save_gguf_checkpoint does) or an HF-style directory (config.json,

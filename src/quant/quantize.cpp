@@ -222,6 +222,17 @@ Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, cons
   return out;
 }
 
+double plan_bpw(const Checkpoint& ck, const QuantPlan& plan) {
+  int64_t bytes = 0, elements = 0;
+  for (const std::string& n : quantizable_tensors(ck)) {
+    const Tensor& t = ck.tensors.at(n);
+    auto it = plan.find(n);
+    bytes += int64_t(it == plan.end() ? t.nbytes() : bytes_for(it->second, t.numel()));
+    elements += t.numel();
+  }
+  return elements ? double(bytes) * 8.0 / double(elements) : 0.0;
+}
+
 SizeReport size_report(const Checkpoint& ck) {
   SizeReport r;
   for (const auto& [name, t] : ck.tensors) {

@@ -30,18 +30,6 @@ std::vector<DType> parse_formats(const std::string& s) {
   return out;
 }
 
-// Bits per weight of a plan over the quantizable tensors, without quantizing.
-double plan_bpw(const Checkpoint& ck, const QuantPlan& plan) {
-  int64_t bytes = 0, elements = 0;
-  for (const std::string& n : quantizable_tensors(ck)) {
-    const Tensor& t = ck.tensors.at(n);
-    auto it = plan.find(n);
-    bytes += int64_t(it == plan.end() ? t.nbytes() : bytes_for(it->second, t.numel()));
-    elements += t.numel();
-  }
-  return double(bytes) * 8.0 / double(elements);
-}
-
 // Positive numbers, or "q4_k_m" for the bits per weight of that recipe.
 std::vector<double> parse_budgets(const std::string& s, const char* opt, const Checkpoint& ck) {
   std::vector<double> out;
