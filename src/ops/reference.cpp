@@ -144,8 +144,11 @@ void store_rows(const Tensor& src, Tensor& dst) {
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
-  const auto [T, S, D] = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
+  // Named variables, not a structured binding: the lambda below captures S and D, which clang
+  // before 16 rejects for structured bindings (C++20 allows it).
+  const detail::AttentionDims dims = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
   detail::check_on_cpu("attention", {&q, &k, &v, &out});
+  const int64_t T = dims.T, S = dims.S, D = dims.D;
   if (k.ndim() == 3 || k.dtype() != DType::F32) {
     // A head-major cache, or one of f16, bf16 or Q8_0: its values, exactly, in f32 rows.
     auto rows = [&](const Tensor& c) {

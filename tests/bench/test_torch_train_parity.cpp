@@ -25,12 +25,6 @@ namespace {
 
 constexpr uint64_t kSeed = 20260417;
 
-std::string join(const std::vector<int32_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 TEST(TorchTrainParity, SameLossesGradNormsAndFlops) {
   if (run_command(cat(GENPERF_PYTHON, " -c 'import torch' 2>/dev/null")) != 0)
     GTEST_SKIP() << "python3-torch is not installed for " << GENPERF_PYTHON;
@@ -53,8 +47,8 @@ TEST(TorchTrainParity, SameLossesGradNormsAndFlops) {
     const std::string dir = tmp / "model";
     save_hf_checkpoint(dir, c, m.tensors());
     const std::string cmd = cat(GENPERF_PYTHON, " ", GENPERF_TEST_DIR, "/../bench/torch_train.py --check ", dir,
-                                " --batch ", B, " --seq ", T, " --tokens ", join(tokens), " --targets ",
-                                join(targets), " --steps ", steps, " --lr ", lr, " --threads 1");
+                                " --batch ", B, " --seq ", T, " --tokens ", join_ids(tokens), " --targets ",
+                                join_ids(targets), " --steps ", steps, " --lr ", lr, " --threads 1");
     std::string out;
     ASSERT_EQ(run_command(cmd, &out), 0) << cmd;
     const Json ref = Json::parse(out, "torch_train.py --check");

@@ -1,7 +1,9 @@
-// Helpers shared by the tests: temporary directories, running a command, reading raw floats.
+// Helpers shared by the tests: temporary directories, running a command, reading raw floats,
+// token ids for a reference script's command line.
 #pragma once
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,6 +52,16 @@ inline std::vector<float> read_floats(const std::string& path) {
   in.seekg(0);
   in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
   return v;
+}
+
+// "1,2,3": ids as a reference script's command line takes them.
+inline std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
 }
 
 }  // namespace genperf::testing

@@ -44,7 +44,9 @@ TEST(DType, Bf16RoundTripAndRounding) {
   }
   for (uint32_t h = 0; h < 65536; ++h) {  // every bf16 value round-trips
     const float f = bf16_to_f32(uint16_t(h));
-    if (!std::isnan(f)) ASSERT_EQ(f32_to_bf16(f), h);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(f32_to_bf16(f), h);
+    }
   }
 }
 

@@ -65,8 +65,7 @@ LlamaModel byte_model(uint64_t seed, const std::string& save_dir = "", bool with
 }
 
 std::vector<float> ref_logits(const std::string& dir, const std::vector<int32_t>& ids, const TempDir& tmp) {
-  std::string list;
-  for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+  const std::string list = genperf::testing::join_ids(ids);
   const std::string out = tmp / "logits.bin";
   const std::string cmd = std::string(GENPERF_PYTHON) + " " + GENPERF_TEST_DIR + "/models/llama_ref.py --model " +
                           dir + " --ids " + list + " --logits " + out;

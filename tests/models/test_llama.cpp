@@ -14,6 +14,7 @@
 #include "core/codec.h"
 
 using namespace genperf;
+using genperf::testing::join_ids;
 using genperf::testing::TempDir;
 
 namespace {
@@ -61,19 +62,13 @@ std::vector<int32_t> test_ids(uint64_t seed, int n, int vocab) {
   return ids;
 }
 
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 std::string ref_script() { return std::string(GENPERF_TEST_DIR) + "/models/llama_ref.py"; }
 
 std::vector<float> reference_logits(const std::string& dir, const std::vector<int32_t>& ids, const TempDir& tmp,
                                     const char* kv = "f32") {
   const std::string out = tmp / "ref_logits.bin";
   const std::string cmd = std::string(GENPERF_PYTHON) + " " + ref_script() + " --model " + dir +
-                          " --ids " + join(ids) + " --logits " + out + " --kv " + kv;
+                          " --ids " + join_ids(ids) + " --logits " + out + " --kv " + kv;
   EXPECT_EQ(genperf::testing::run_command(cmd), 0)
       << cmd << "\n(needs python3-numpy for /usr/bin/python3: run scripts/deps.sh)";
   return genperf::testing::read_floats(out);
@@ -143,7 +138,7 @@ TEST_P(LlamaVsNumpy, LogitsAndGreedy) {
     }
     std::string out;
     const std::string cmd = std::string(GENPERF_PYTHON) + " " + ref_script() + " --model " + dir +
-                            " --ids " + join(prompt) + " --greedy 32";
+                            " --ids " + join_ids(prompt) + " --greedy 32";
     ASSERT_EQ(genperf::testing::run_command(cmd, &out), 0) << cmd;
     std::istringstream in(out);
     std::vector<int32_t> want;
@@ -280,7 +275,9 @@ TEST(Llama, HalfKvCacheMatchesNumpy) {
       EXPECT_LT(max_row_rel_error(l.data<float>(), logits.data<float>() + int64_t(i) * V, 1, V), k.tol)
           << "position " << i;
     }
-    if (c.head_dim % 32) EXPECT_THROW(Session(m, 8, DType::Q8_0), Error);
+    if (c.head_dim % 32) {
+      EXPECT_THROW(Session(m, 8, DType::Q8_0), Error);
+    }
   }
 }
 

@@ -193,7 +193,10 @@ inline std::vector<std::vector<int32_t>> id_lists(const genperf::Json& j) {
 
 inline std::string ids_str(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  for (int32_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 

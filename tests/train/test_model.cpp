@@ -227,15 +227,6 @@ std::vector<double> read_doubles(const std::string& path) {
   return v;
 }
 
-std::string join(const std::vector<int32_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(v[i]);
-  }
-  return s;
-}
-
 TEST(TrainModel, MatchesNumpyReference) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
   const LrSchedule sched{1e-2f, 1e-3f, 3, 10};
@@ -250,7 +241,7 @@ TEST(TrainModel, MatchesNumpyReference) {
     save_hf_checkpoint(dir, c, m.tensors());
     const Batch b = make_batch(kSeed + 6, 2, 7, c.vocab_size);
     const std::string cmd = cat(GENPERF_PYTHON, " ", GENPERF_TEST_DIR, "/train/train_ref.py --model ", dir,
-                                " --batch 2 --seq 7 --tokens ", join(b.tokens), " --targets ", join(b.targets),
+                                " --batch 2 --seq 7 --tokens ", join_ids(b.tokens), " --targets ", join_ids(b.targets),
                                 " --grads ", tmp / "grads.bin", " --steps 10 --losses ", tmp / "losses.bin",
                                 " --lr-max ", sched.max_lr, " --lr-min ", sched.min_lr, " --warmup ",
                                 sched.warmup_steps, " --total ", sched.total_steps, " --beta1 ", ao.beta1,

@@ -11,7 +11,7 @@ namespace genperf::cli {
 struct OptionSpec {
   std::string name;  // without the leading dashes
   std::string help;
-  std::string default_value;  // "" = required unless is_flag or optional
+  std::string default_value{};  // "" = required unless is_flag or optional
   bool is_flag = false;
   bool optional = false;
 };
