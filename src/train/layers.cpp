@@ -12,10 +12,10 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "train/gemm_bf16.h"
-#include "train/vec.h"
 
 namespace genperf::train {
 namespace {
@@ -206,14 +206,14 @@ void rope_backward(F* dx, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
 }
 
 // ------------------------------------------------------------------------------------------
-// SwiGLU (row kernels in vec.h)
+// SwiGLU (row kernels in backend/cpu/train_kernels.h)
 
 template <typename F>
 void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF) {
 #pragma omp parallel for num_threads(threads_for(N * FF)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
-    swiglu_row(g, g + FF, out + n * FF, FF);
+    cpu::swiglu_row(g, g + FF, out + n * FF, FF);
   }
 }
 
@@ -224,7 +224,7 @@ void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF) 
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
     F* dg = dgu + n * 2 * FF;
-    swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
+    cpu::swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
   }
 }
 
@@ -416,7 +416,7 @@ double crossentropy_forward(F* lse, const F* logits, const int32_t* targets, int
     const F* x = logits + n * V;
     F mx = x[0];
     for (int64_t v = 1; v < V; ++v) mx = std::max(mx, x[v]);
-    const F s = exp_sum(x, static_cast<F*>(nullptr), V, mx);
+    const F s = cpu::exp_sum(x, static_cast<F*>(nullptr), V, mx);
     lse[n] = mx + std::log(s);
     if (targets[n] >= 0) row_loss[size_t(n)] = double(lse[n]) - double(x[targets[n]]);
   }
@@ -442,7 +442,7 @@ void crossentropy_backward(F* dlogits, const F* logits, const F* lse, const int3
       std::fill_n(d, V, F(0));
       continue;
     }
-    exp_scale(x, d, V, lse[n], dl);
+    cpu::exp_scale(x, d, V, lse[n], dl);
     d[targets[n]] -= dl;
   }
 }
