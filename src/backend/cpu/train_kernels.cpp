@@ -1,9 +1,11 @@
-// train_kernels.h: float through the level's table (kernels()), double as portable loops.
-// Compiled with the baseline flags: the generic level's tile product (gemm_tile_portable) is the
-// float instance of the same loop.
+// train_kernels.h: float through the level's table (kernels()), double as portable loops, and
+// the float64 GEMM of gemm.h. Compiled with the baseline flags: the generic level's tile
+// product (gemm_tile_portable) is the float instance of the same loop.
 #include "backend/cpu/train_kernels.h"
 
 #include <cmath>
+
+#include "backend/cpu/gemm.h"
 
 namespace genperf::cpu {
 namespace {
@@ -100,5 +102,20 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const
 }
 
 double sum_squares(const float* x, int64_t n) { return kernels().sum_squares(x, n); }
+
+void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+              const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+              int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+        const double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+      }
+      C[i * ldc + j] = (beta == 0.0 ? 0.0 : beta * C[i * ldc + j]) + alpha * s;
+    }
+}
 
 }  // namespace genperf::cpu
