@@ -4,11 +4,11 @@
 //   flash: query tiles meet key tiles with an online softmax (running max m and sum l rescale
 //          the partial output), so only lse = m + log l per query is kept; backward recomputes
 //          each tile's P = exp(S - lse) and uses D = rowsum(dO * O) in place of rowsum(dP * P).
-// Both are built from gemm_tile products on tiles (a transposed copy of k or v where a product
-// needs k^T or v^T; gemm_tile_tn where it needs P^T or dS^T). Work is split over (sequence,
-// head[, query tile]) tasks; each task writes its own head's columns, and GQA key/value gradients
-// are summed over the group in head order afterwards, so results do not depend on which thread
-// ran which task.
+// Both are built from the backend's tile products (gemm_tile, backend/cpu/train_kernels.h) on
+// tiles (a transposed copy of k or v where a product needs k^T or v^T; gemm_tile_tn where it
+// needs P^T or dS^T). Work is split over (sequence, head[, query tile]) tasks; each task writes
+// its own head's columns, and GQA key/value gradients are summed over the group in head order
+// afterwards, so results do not depend on which thread ran which task.
 //
 // Shape legend: B sequences, T tokens, NH query heads, NKV key/value heads, HS head size,
 // ld = (NH + 2 NKV) HS the qkv row, ldo = NH HS the output row, Bq/Bk flash tile sizes,
@@ -20,11 +20,10 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
-#include "train/gemm_tile.h"
 #include "train/layers.h"
-#include "train/vec.h"
 
 namespace genperf::train {
 
@@ -154,16 +153,16 @@ void attention_forward_naive(F* out, F* probs, const F* qkv, const AttnShape& s)
     for (int64_t bh = 0; bh < s.B * s.NH; ++bh) {
       const int64_t b = bh / s.NH, h = bh % s.NH;
       F* S = probs + bh * T * T;
-      transpose_tile(hd.k(qkv, b, h), hd.ld, T, HS, kt, T);
-      gemm_tile(T, T, HS, scale, hd.q(qkv, b, h), hd.ld, kt, T, false, S, T);
+      cpu::transpose_tile(hd.k(qkv, b, h), hd.ld, T, HS, kt, T);
+      cpu::gemm_tile(T, T, HS, scale, hd.q(qkv, b, h), hd.ld, kt, T, false, S, T);
       for (int64_t i = 0; i < T; ++i) {
         F* p = S + i * T;
         const F mx = *std::max_element(p, p + i + 1);
-        const F inv = F(1) / exp_sum(p, p, i + 1, mx);
+        const F inv = F(1) / cpu::exp_sum(p, p, i + 1, mx);
         for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
         std::fill(p + i + 1, p + T, F(0));
       }
-      gemm_tile(T, HS, T, F(1), S, T, hd.v(qkv, b, h), hd.ld, false, hd.o(out, b, h), hd.ldo);
+      cpu::gemm_tile(T, HS, T, F(1), S, T, hd.v(qkv, b, h), hd.ld, false, hd.o(out, b, h), hd.ldo);
     }
   }
 }
@@ -187,8 +186,8 @@ void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* pro
       const int64_t b = bh / s.NH, h = bh % s.NH;
       const F* P = probs + bh * T * T;
       const F* dO = hd.o(dout, b, h);
-      transpose_tile(hd.v(qkv, b, h), hd.ld, T, HS, vt, T);
-      gemm_tile(T, T, HS, F(1), dO, hd.ldo, vt, T, false, ds, T);
+      cpu::transpose_tile(hd.v(qkv, b, h), hd.ld, T, HS, vt, T);
+      cpu::gemm_tile(T, T, HS, F(1), dO, hd.ldo, vt, T, false, ds, T);
       for (int64_t i = 0; i < T; ++i) {
         const F* p = P + i * T;
         F* d = ds + i * T;
@@ -196,9 +195,10 @@ void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* pro
         for (int64_t j = 0; j <= i; ++j) dot += double(p[j]) * double(d[j]);
         for (int64_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - F(dot));
       }
-      gemm_tile(T, HS, T, scale, ds, T, hd.k(qkv, b, h), hd.ld, false, hd.q(dqkv, b, h), hd.ld);
-      gemm_tile_tn(T, HS, T, scale, ds, T, hd.q(qkv, b, h), hd.ld, false, sink.dk(b, h), sink.ld());
-      gemm_tile_tn(T, HS, T, F(1), P, T, dO, hd.ldo, false, sink.dv(b, h), sink.ld());
+      cpu::gemm_tile(T, HS, T, scale, ds, T, hd.k(qkv, b, h), hd.ld, false, hd.q(dqkv, b, h), hd.ld);
+      cpu::gemm_tile_tn(T, HS, T, scale, ds, T, hd.q(qkv, b, h), hd.ld, false, sink.dk(b, h),
+                        sink.ld());
+      cpu::gemm_tile_tn(T, HS, T, F(1), P, T, dO, hd.ldo, false, sink.dv(b, h), sink.ld());
     }
   }
   sink.reduce();
@@ -231,8 +231,8 @@ void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s) {
       std::fill_n(l, Bq, F(0));
       for (int64_t j0 = 0; j0 < i0 + M; j0 += Bk) {
         const int64_t Nk = std::min(Bk, i0 + M - j0);
-        transpose_tile(hd.k(qkv, b, h) + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
-        gemm_tile(M, Nk, HS, scale, Q, hd.ld, kt, Bk, false, sc, Bk);
+        cpu::transpose_tile(hd.k(qkv, b, h) + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
+        cpu::gemm_tile(M, Nk, HS, scale, Q, hd.ld, kt, Bk, false, sc, Bk);
         for (int64_t r = 0; r < M; ++r) {
           F* p = sc + r * Bk;
           const int64_t cnt = visible(i0 + r, j0, Nk);
@@ -240,12 +240,12 @@ void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s) {
           if (cnt == 0) continue;
           const F mx = std::max(m[r], *std::max_element(p, p + cnt));
           const F corr = std::exp(m[r] - mx);
-          l[r] = l[r] * corr + exp_sum(p, p, cnt, mx);
+          l[r] = l[r] * corr + cpu::exp_sum(p, p, cnt, mx);
           m[r] = mx;
           F* a = acc + r * HS;
           for (int64_t d = 0; d < HS; ++d) a[d] *= corr;
         }
-        gemm_tile(M, HS, Nk, F(1), sc, Bk, hd.v(qkv, b, h) + j0 * hd.ld, hd.ld, true,
+        cpu::gemm_tile(M, HS, Nk, F(1), sc, Bk, hd.v(qkv, b, h) + j0 * hd.ld, hd.ld, true,
                   acc, HS);
       }
       F* O = hd.o(out, b, h) + i0 * hd.ldo;
@@ -287,29 +287,30 @@ void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out
       }
       for (int64_t j0 = 0; j0 < T; j0 += Bk) {
         const int64_t Nk = std::min(Bk, T - j0);
-        transpose_tile(K + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
-        transpose_tile(V + j0 * hd.ld, hd.ld, Nk, HS, vt, Bk);
+        cpu::transpose_tile(K + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
+        cpu::transpose_tile(V + j0 * hd.ld, hd.ld, Nk, HS, vt, Bk);
         std::fill_n(dk, Bk * HS, F(0));
         std::fill_n(dv, Bk * HS, F(0));
         for (int64_t i0 = j0 / Bq * Bq; i0 < T; i0 += Bq) {
           const int64_t M = std::min(Bq, T - i0);
-          gemm_tile(M, Nk, HS, scale, Q + i0 * hd.ld, hd.ld, kt, Bk, false, p, Bk);
+          cpu::gemm_tile(M, Nk, HS, scale, Q + i0 * hd.ld, hd.ld, kt, Bk, false, p, Bk);
           for (int64_t r = 0; r < M; ++r) {
             F* pr = p + r * Bk;
             const int64_t cnt = visible(i0 + r, j0, Nk);
-            exp_scale(pr, pr, cnt, L[i0 + r], F(1));
+            cpu::exp_scale(pr, pr, cnt, L[i0 + r], F(1));
             std::fill(pr + cnt, pr + Nk, F(0));
           }
-          gemm_tile_tn(Nk, HS, M, F(1), p, Bk, dO + i0 * hd.ldo, hd.ldo, true, dv, HS);
-          gemm_tile(M, Nk, HS, F(1), dO + i0 * hd.ldo, hd.ldo, vt, Bk, false, dp, Bk);
+          cpu::gemm_tile_tn(Nk, HS, M, F(1), p, Bk, dO + i0 * hd.ldo, hd.ldo, true, dv, HS);
+          cpu::gemm_tile(M, Nk, HS, F(1), dO + i0 * hd.ldo, hd.ldo, vt, Bk, false, dp, Bk);
           for (int64_t r = 0; r < M; ++r) {
             const F* pr = p + r * Bk;
             F* d = dp + r * Bk;
             const F Dr = D[i0 + r];
             for (int64_t c = 0; c < Nk; ++c) d[c] = pr[c] * (d[c] - Dr);
           }
-          gemm_tile(M, HS, Nk, scale, dp, Bk, K + j0 * hd.ld, hd.ld, true, dQ + i0 * hd.ld, hd.ld);
-          gemm_tile_tn(Nk, HS, M, scale, dp, Bk, Q + i0 * hd.ld, hd.ld, true, dk, HS);
+          cpu::gemm_tile(M, HS, Nk, scale, dp, Bk, K + j0 * hd.ld, hd.ld, true, dQ + i0 * hd.ld,
+                         hd.ld);
+          cpu::gemm_tile_tn(Nk, HS, M, scale, dp, Bk, Q + i0 * hd.ld, hd.ld, true, dk, HS);
         }
         F *dK = sink.dk(b, h) + j0 * sink.ld(), *dV = sink.dv(b, h) + j0 * sink.ld();
         for (int64_t c = 0; c < Nk; ++c) {

@@ -10,12 +10,10 @@
 #include <type_traits>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.h>
-
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
-#include "train/gemm_bf16.h"
-#include "train/vec.h"
 
 namespace genperf::train {
 namespace {
@@ -31,38 +29,14 @@ void reduce_partials(const std::vector<double>& part, int nt, int64_t C, F* out)
     for (int64_t c = 0; c < C; ++c) out[c] += F(part[size_t(t * C + c)]);
 }
 
-// row-major C[M,N] = alpha·op(A)·op(B) + beta·C with oneDNN's sgemm; trans 'N' or 'T'.
-void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const char* what) {
-  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
-  const dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-  GP_CHECK(st == dnnl_success, "[", what, "] oneDNN sgemm failed (status ", int(st), ") for M ", M,
-           ", N ", N, ", K ", K);
-}
-
-// The scalar equivalent for the double (gradient-check) path.
-template <typename F>
-void gemm_ref(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda,
-              const F* B, int64_t ldb, F beta, F* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      F s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const F a = ta == 'N' ? A[i * lda + k] : A[k * lda + i];
-        const F b = tb == 'N' ? B[k * ldb + j] : B[j * ldb + k];
-        s += a * b;
-      }
-      C[i * ldc + j] = (beta == F(0) ? F(0) : beta * C[i * ldc + j]) + s;
-    }
-}
-
+// row-major C[M,N] = op(A)·op(B) + beta·C (backend/cpu/gemm.h); trans 'N' or 'T'.
 template <typename F>
 void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, const F* B,
           int64_t ldb, F beta, F* C, int64_t ldc, const char* what) {
   if constexpr (std::is_same_v<F, float>)
-    sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, what);
+    cpu::gemm_f32(ta == 'T', tb == 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, what);
   else
-    gemm_ref(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    cpu::gemm_f64(ta == 'T', tb == 'T', M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
@@ -206,14 +180,14 @@ void rope_backward(F* dx, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
 }
 
 // ------------------------------------------------------------------------------------------
-// SwiGLU (row kernels in vec.h)
+// SwiGLU (row kernels in backend/cpu/train_kernels.h)
 
 template <typename F>
 void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF) {
 #pragma omp parallel for num_threads(threads_for(N * FF)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
-    swiglu_row(g, g + FF, out + n * FF, FF);
+    cpu::swiglu_row(g, g + FF, out + n * FF, FF);
   }
 }
 
@@ -224,7 +198,7 @@ void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF) 
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
     F* dg = dgu + n * 2 * FF;
-    swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
+    cpu::swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
   }
 }
 
@@ -248,12 +222,12 @@ int64_t bf16_block(const Bf16Scratch& s, int64_t N, int64_t IC, int64_t OC, bool
 void matmul_forward_bf16(float* out, const float* inp, const float* w, int64_t N, int64_t IC,
                          int64_t OC, const Bf16Scratch& s) {
   const int64_t ocb = bf16_block(s, N, IC, OC, false, "matmul_forward");
-  round_to_bf16(inp, IC, N, IC, s.inp.data());
+  cpu::round_to_bf16(inp, IC, N, IC, s.inp.data());
   for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
     const int64_t ob = std::min(ocb, OC - o0);
-    round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
-    gemm_bf16(false, true, N, ob, IC, s.inp.data(), IC, s.w.data(), IC, false, out + o0, OC,
-              "matmul_forward");
+    cpu::round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+    cpu::gemm_bf16(false, true, N, ob, IC, s.inp.data(), IC, s.w.data(), IC, false, out + o0, OC,
+                   "matmul_forward");
   }
 }
 
@@ -262,18 +236,18 @@ void matmul_forward_bf16(float* out, const float* inp, const float* w, int64_t N
 void matmul_backward_bf16(float* dinp, float* dw, const float* dout, const float* inp,
                           const float* w, int64_t N, int64_t IC, int64_t OC, const Bf16Scratch& s) {
   const int64_t ocb = bf16_block(s, N, IC, OC, true, "matmul_backward");
-  if (dw) round_to_bf16(inp, IC, N, IC, s.inp.data());
+  if (dw) cpu::round_to_bf16(inp, IC, N, IC, s.inp.data());
   for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
     const int64_t ob = std::min(ocb, OC - o0);
-    round_to_bf16(dout + o0, OC, N, ob, s.dout.data());
+    cpu::round_to_bf16(dout + o0, OC, N, ob, s.dout.data());
     if (dinp) {
-      round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
-      gemm_bf16(false, false, N, IC, ob, s.dout.data(), ob, s.w.data(), IC, o0 > 0, dinp, IC,
-                "matmul_backward");
+      cpu::round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+      cpu::gemm_bf16(false, false, N, IC, ob, s.dout.data(), ob, s.w.data(), IC, o0 > 0, dinp, IC,
+                     "matmul_backward");
     }
     if (dw)
-      gemm_bf16(true, false, ob, IC, N, s.dout.data(), ob, s.inp.data(), IC, true, dw + o0 * IC, IC,
-                "matmul_backward");
+      cpu::gemm_bf16(true, false, ob, IC, N, s.dout.data(), ob, s.inp.data(), IC, true,
+                     dw + o0 * IC, IC, "matmul_backward");
   }
 }
 
@@ -416,7 +390,7 @@ double crossentropy_forward(F* lse, const F* logits, const int32_t* targets, int
     const F* x = logits + n * V;
     F mx = x[0];
     for (int64_t v = 1; v < V; ++v) mx = std::max(mx, x[v]);
-    const F s = exp_sum(x, static_cast<F*>(nullptr), V, mx);
+    const F s = cpu::exp_sum(x, static_cast<F*>(nullptr), V, mx);
     lse[n] = mx + std::log(s);
     if (targets[n] >= 0) row_loss[size_t(n)] = double(lse[n]) - double(x[targets[n]]);
   }
@@ -442,7 +416,7 @@ void crossentropy_backward(F* dlogits, const F* logits, const F* lse, const int3
       std::fill_n(d, V, F(0));
       continue;
     }
-    exp_scale(x, d, V, lse[n], dl);
+    cpu::exp_scale(x, d, V, lse[n], dl);
     d[targets[n]] -= dl;
   }
 }

@@ -8,11 +8,11 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
 #include "genperf/ops.h"
-#include "train/vec.h"
 
 namespace genperf {
 namespace {
@@ -31,7 +31,7 @@ AdamW::AdamW(size_t num_params, AdamWOptions o) : o_(o), m_(num_params, 0.0f), v
 }
 
 // The update in PyTorch's order: decay, moments, then p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps),
-// over chunks of each segment (vec.h's adamw_update).
+// over chunks of each segment (the backend's adamw_update, backend/cpu/train_kernels.h).
 void AdamW::step(std::span<float> params, std::span<const float> grads,
                  std::span<const ParamSegment> segments, float lr) {
   GP_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "[adamw] ", params.size(),
@@ -39,7 +39,7 @@ void AdamW::step(std::span<float> params, std::span<const float> grads,
   ++t_;
   const double bc1 = 1.0 - std::pow(double(o_.beta1), double(t_));
   const double bc2 = 1.0 - std::pow(double(o_.beta2), double(t_));
-  train::AdamWStep st{1.0f, o_.beta1, o_.beta2, float(double(lr) / bc1), float(1.0 / std::sqrt(bc2)), o_.eps};
+  cpu::AdamWStep st{1.0f, o_.beta1, o_.beta2, float(double(lr) / bc1), float(1.0 / std::sqrt(bc2)), o_.eps};
   for (const ParamSegment& s : segments) {
     GP_CHECK(s.offset + s.count <= m_.size(), "[adamw] segment ", s.offset, " + ", s.count,
              " exceeds ", m_.size(), " parameters");
@@ -48,7 +48,7 @@ void AdamW::step(std::span<float> params, std::span<const float> grads,
 #pragma omp parallel for num_threads(threads_for(s.count)) schedule(static)
     for (size_t c = 0; c < chunks; ++c) {
       const size_t i = s.offset + c * kChunk, n = std::min(kChunk, s.count - c * kChunk);
-      train::adamw_update(params.data() + i, grads.data() + i, m_.data() + i, v_.data() + i, int64_t(n), st);
+      cpu::adamw_update(params.data() + i, grads.data() + i, m_.data() + i, v_.data() + i, int64_t(n), st);
     }
   }
 }
@@ -67,7 +67,7 @@ double grad_norm(std::span<const float> grads) {
   std::vector<double> part(chunks, 0.0);
 #pragma omp parallel for num_threads(threads_for(n)) schedule(static)
   for (size_t c = 0; c < chunks; ++c)
-    part[c] = train::sum_squares(grads.data() + c * kChunk, int64_t(std::min(kChunk, n - c * kChunk)));
+    part[c] = cpu::sum_squares(grads.data() + c * kChunk, int64_t(std::min(kChunk, n - c * kChunk)));
   double total = 0;
   for (double s : part) total += s;
   return std::sqrt(total);

@@ -1,15 +1,16 @@
 // Attention for training (src/train/attention.cpp): naive and flash backward against float64
 // finite differences at sequence lengths around the tile sizes, flash against naive in float
-// (forward and backward, 1e-5 relative) up to T = 257, with and without GQA, and the SIMD tile
-// product against the portable one.
+// (forward and backward, 1e-5 relative) up to T = 257, with and without GQA, and the backend's
+// tile product (backend/cpu/train_kernels.h) at every ISA level.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <limits>
 
+#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
-#include "train/gemm_tile.h"
+#include "ops/ops_test_util.h"
 #include "train/layers.h"
 #include "train/train_test_util.h"
 
@@ -108,11 +109,12 @@ TEST(TrainAttention, RejectsBadShapes) {
   EXPECT_THROW(attention_forward_naive(buf.data(), buf.data(), buf.data(), shape(1, 0, 1, 1, 4)), Error);
 }
 
-// The SIMD tile products (plain and with A transposed) against float64 sums on ragged shapes,
-// in both accumulate modes, on the AVX-512 path (where the CPU has it) and the portable one.
+// The tile products (plain and with A transposed) against float64 sums on ragged shapes, in both
+// accumulate modes, at every ISA level the CPU runs (generic, AVX2, AVX-512).
 TEST(TrainAttention, TileProductPaths) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
   const Isa saved = isa();
+  const IsaLevels isas;
   Rng r(kSeed);
   for (bool trans : {false, true})
     for (int64_t M : {1, 3, 4, 9})
@@ -131,13 +133,13 @@ TEST(TrainAttention, TileProductPaths) {
                   s += double(trans ? A[k * lda + i] : A[i * lda + k]) * double(B[k * ldb + j]);
                 want[i * ldc + j] = (acc ? double(C0[i * ldc + j]) : 0.0) + 0.5 * s;
               }
-            for (Isa level : {Isa::Generic, Isa::Avx512}) {
+            for (Isa level : isas.levels()) {
               set_isa(level);
               auto C = C0;
               if (trans)
-                gemm_tile_tn(M, N, K, 0.5f, A.data(), lda, B.data(), ldb, acc, C.data(), ldc);
+                cpu::gemm_tile_tn(M, N, K, 0.5f, A.data(), lda, B.data(), ldb, acc, C.data(), ldc);
               else
-                gemm_tile(M, N, K, 0.5f, A.data(), lda, B.data(), ldb, acc, C.data(), ldc);
+                cpu::gemm_tile(M, N, K, 0.5f, A.data(), lda, B.data(), ldb, acc, C.data(), ldc);
               EXPECT_LT(rel_error(C, want), 1e-6)
                   << isa_name(isa()) << (trans ? " tn" : "") << " M " << M << " N " << N << " K " << K;
             }

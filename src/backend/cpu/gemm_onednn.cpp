@@ -9,8 +9,10 @@
 //   otherwise (f16: oneDNN 2.6 creates no f16 matmul on this Zen CPU, not even a reference one;
 //   bf16 without AVX512-BF16; plain FP8): blocks of weight rows are converted to f32 into a
 //   buffer of at most 16 MiB and multiplied with the f32 matmul, whatever N is.
-// Primitives are created once per shape and strides and cached. oneDNN runs on OpenMP; its
-// thread count is set to genperf::num_threads() before each call.
+// The training GEMMs of gemm.h run on the same engine: gemm_f32 on oneDNN's sgemm, gemm_bf16 on
+// matmul primitives (the sum post-op gives C += A·B, which weight gradients and blocked input
+// gradients need). Primitives are created once per shape and strides and kept in one cache.
+// oneDNN runs on OpenMP; its thread count is set to genperf::num_threads() before each call.
 #include <omp.h>
 
 #include <cstdlib>
@@ -20,11 +22,12 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
-#include <tuple>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
@@ -49,28 +52,48 @@ dnnl::engine& engine() {
   return e;
 }
 
-// Shape, strides (elements) and types of one matmul.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+// Shape, strides (elements) and types of one matmul: dst[M, N] (+)= src[M, K] · wei[K, N]
+// (+ bias). src and wei are described by both strides, so that either may be a transposed view
+// (linear's weights [N, K] are wei with strides (1, ldw)); accumulate adds the sum post-op.
+struct MatmulKey {
+  int64_t M, N, K, src_s0, src_s1, wei_s0, wei_s1, ldc;
+  dt src_t, wei_t;
+  bool bias, accumulate;
+  auto operator<=>(const MatmulKey&) const = default;
+  dnnl::memory::desc src() const { return {{M, K}, src_t, dims{src_s0, src_s1}}; }
+  dnnl::memory::desc wei() const { return {{K, N}, wei_t, dims{wei_s0, wei_s1}}; }
+  dnnl::memory::desc dst() const { return {{M, N}, dt::f32, dims{ldc, 1}}; }
+  dnnl::memory::desc bias_desc() const {
+    return bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+  }
+};
 
-// A matmul primitive for the key, or nothing when oneDNN has only its reference implementation
-// (orders of magnitude slower than converting to f32) for that combination.
-std::optional<dnnl::matmul> make_matmul(const Key& key) {
-  const auto [T, K, N, ldx, ldw, ldy, src_t, wei_t, has_bias] = key;
-  const dnnl::memory::desc src({T, K}, dt(src_t), dims{ldx, 1});
-  const dnnl::memory::desc wei({K, N}, dt(wei_t), dims{1, ldw});
-  const dnnl::memory::desc dst({T, N}, dt::f32, dims{ldy, 1});
-  const dnnl::memory::desc bias =
-      has_bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+// A primitive, or none (with oneDNN's reason) where oneDNN creates none for the key; reference:
+// it is oneDNN's reference implementation, orders of magnitude slower than converting to f32.
+struct Matmul {
+  std::optional<dnnl::matmul> prim;
+  bool reference = false;
+  std::string why;
+};
+
+Matmul make_matmul(const MatmulKey& k) {
+  dnnl::primitive_attr attr;
+  if (k.accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, bias, dst), engine());
-    if (std::strncmp(pd.impl_info_str(), "ref", 3) == 0) return std::nullopt;
-    return dnnl::matmul(pd);
-  } catch (const dnnl::error&) { return std::nullopt; }
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(k.src(), k.wei(), k.bias_desc(), k.dst()), attr, engine());
+    return {dnnl::matmul(pd), std::strncmp(pd.impl_info_str(), "ref", 3) == 0, ""};
+  } catch (const dnnl::error& e) { return {std::nullopt, false, e.what()}; }
 }
 
-std::optional<dnnl::matmul> cached_matmul(const Key& key) {
+// The one cache of the backend's matmul primitives (linear and the training GEMMs).
+Matmul cached_matmul(const MatmulKey& key) {
   static std::mutex mu;
-  static std::map<Key, std::optional<dnnl::matmul>> cache;
+  static std::map<MatmulKey, Matmul> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -80,37 +103,39 @@ std::optional<dnnl::matmul> cached_matmul(const Key& key) {
   return it->second;
 }
 
-// y = x · w^T (+ bias) with a cached primitive; returns false when there is none for the types.
-bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, dt wt,
-                const float* bias, float* y, int64_t ldy, int64_t T, int64_t K, int64_t N) {
-  const auto prim = cached_matmul({T, K, N, ldx, ldw, ldy, int(xt), int(wt), bias != nullptr});
-  if (!prim) return false;
+void execute(const dnnl::matmul& prim, const MatmulKey& k, const void* src, const void* wei,
+             const float* bias, float* dst) {
   if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
   auto& e = engine();
   std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, dnnl::memory({{T, K}, xt, dims{ldx, 1}}, e, const_cast<void*>(x))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory({{K, N}, wt, dims{1, ldw}}, e, const_cast<void*>(w))},
-      {DNNL_ARG_DST, dnnl::memory({{T, N}, dt::f32, dims{ldy, 1}}, e, y)}};
-  if (bias)
-    args.emplace(DNNL_ARG_BIAS,
-                 dnnl::memory({{1, N}, dt::f32, dims{N, 1}}, e, const_cast<float*>(bias)));
+      {DNNL_ARG_SRC, dnnl::memory(k.src(), e, const_cast<void*>(src))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(k.wei(), e, const_cast<void*>(wei))},
+      {DNNL_ARG_DST, dnnl::memory(k.dst(), e, dst)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias_desc(), e, const_cast<float*>(bias)));
   thread_local dnnl::stream stream(e);
-  prim->execute(stream, args);
+  prim.execute(stream, args);
   stream.wait();
+}
+
+// y = x · w^T (+ bias) with a cached primitive; returns false when there is none for the types
+// but the reference one.
+bool run_matmul(const void* x, int64_t ldx, dt xt, const void* w, int64_t ldw, dt wt,
+                const float* bias, float* y, int64_t ldy, int64_t T, int64_t K, int64_t N) {
+  const MatmulKey key{T, N, K, ldx, 1, 1, ldw, ldy, xt, wt, bias != nullptr, false};
+  const Matmul m = cached_matmul(key);
+  if (!m.prim || m.reference) return false;
+  execute(*m.prim, key, x, w, bias, y);
   return true;
 }
 
-// x [T, K] (row stride ldx) rounded to bf16 ([T, K] contiguous) by the level's f32_to_bf16, rows
-// in parallel, into the calling thread's buffer, kept between calls (a fresh one per call is zeroed
-// and faulted in) and valid until its next call.
+// x [T, K] (row stride ldx) rounded to bf16 ([T, K] contiguous) into the calling thread's
+// buffer, kept between calls (a fresh one per call is zeroed and faulted in) and valid until its
+// next call.
 const uint16_t* activations_bf16(const float* x, int64_t ldx, int64_t T, int64_t K) {
   thread_local std::vector<uint16_t> buf;
   buf.resize(size_t(T * K));
-  uint16_t* const xb = buf.data();  // inside the region below, buf would name each thread's own
-  const auto to_bf16 = kernels().f32_to_bf16;
-#pragma omp parallel for num_threads(T * K >= (1 << 16) ? num_threads() : 1) schedule(static)
-  for (int64_t t = 0; t < T; ++t) to_bf16(x + t * ldx, xb + t * K, K);
-  return xb;
+  round_to_bf16(x, ldx, T, K, buf.data());
+  return buf.data();
 }
 
 // Rows of weights converted to f32 per block: about 16 MiB of buffer, at least 64 rows. Smaller
@@ -208,6 +233,38 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
 }
 
 }  // namespace
+
+void round_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols, uint16_t* dst) {
+  const auto conv = kernels().f32_to_bf16;
+  const int nt = rows * cols >= (int64_t(1) << 16) ? num_threads() : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) conv(src + r * ld_src, dst + r * cols, cols);
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc, const char* what) {
+  engine();  // applies the ISA cap before any other oneDNN call
+  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc);
+  GP_CHECK(st == dnnl_success, "[", what, "] oneDNN sgemm failed (status ", int(st), ") for M ", M,
+           ", N ", N, ", K ", K);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
+               const char* what) {
+  if (M == 0 || N == 0) return;
+  const MatmulKey key{M, N, K,
+                      trans_a ? 1 : lda, trans_a ? lda : 1,
+                      trans_b ? 1 : ldb, trans_b ? ldb : 1,
+                      ldc, dt::bf16, dt::bf16, false, accumulate};
+  const Matmul m = cached_matmul(key);
+  if (!m.prim)
+    fail("[", what, "] oneDNN has no bf16 matmul for M ", M, ", N ", N, ", K ", K, ": ", m.why);
+  execute(*m.prim, key, A, B, nullptr, C);
+}
 
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,
                  int64_t K, int64_t N) {

@@ -1,8 +1,9 @@
-// The per-ISA kernel table of the CPU backend. Each ISA level (generic, AVX2, AVX-512) fills one
-// Kernels struct in its own file, compiled with its own flags (kernels_generic.cpp,
-// kernels_avx2.cpp, kernels_avx512.cpp); kernels() returns the one genperf::isa() selects, so one
-// binary runs on any x86-64 machine. Kernels work on plain pointers, single-threaded; the drivers
-// in cpu_ops.cpp split the work over threads. Row strides (ld*) are in elements for f32 arrays
+// The per-ISA kernel table of the CPU backend, for inference and training alike. Each ISA level
+// (generic, AVX2, AVX-512) fills one Kernels struct in its own file, compiled with its own flags
+// (kernels_generic.cpp, kernels_avx2.cpp, kernels_avx512.cpp); kernels() returns the one
+// genperf::isa() selects, so one binary runs on any x86-64 machine. Kernels work on plain
+// pointers, single-threaded; the drivers in cpu_ops.cpp (and training's layers, src/train) split
+// the work over threads. Row strides (ld*) are in elements for f32 arrays
 // and in bytes for weights (whose rows may be blocks of a packed format).
 //
 // Shape legend: T rows (tokens), K input features, N output features, D head dimension,
@@ -62,6 +63,19 @@ inline size_t attention_scratch_floats(int64_t D) {
   return size_t((D + kAttnKeyBlock + 3) * kAttnQueryBlock + kAttnKeyBlock);
 }
 
+// One AdamW update of n elements: p *= keep; m, v moments;
+// p -= step_size m / (sqrt(v) inv_bc2_sqrt + eps).
+struct AdamWStep {
+  float keep, beta1, beta2, step_size, inv_bc2_sqrt, eps;
+};
+
+// Small dense products (attention tiles of training, per-head products of naive attention):
+// C[M,N] = (accumulate ? C : 0) + alpha · op(A) · B[K,N], row-major, leading dimensions in
+// elements; op(A) is A[M,K], or A^T where trans_a and A is stored [K,M] (lda >= M).
+using GemmTileFn = void (*)(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha,
+                            const float* A, int64_t lda, const float* B, int64_t ldb,
+                            bool accumulate, float* C, int64_t ldc);
+
 struct Kernels {
   const char* name;
   // GEMV by weight type; null where the level has no kernel for that type.
@@ -94,11 +108,33 @@ struct Kernels {
   float (*sum_row)(const float* x, int64_t n);
   // Unnormalized flash attention over one task (see AttentionTask).
   void (*attention)(const AttentionTask& task);
+
+  // The kernels of training's layers (train_kernels.h wraps them with their float64 twins).
+  GemmTileFn gemm_tile;
+  // out[i] = exp(x[i] - shift) (out may be x, or null to only sum); returns the sum of the terms.
+  float (*exp_sum)(const float* x, float* out, int64_t n, float shift);
+  // out[i] = scale * exp(x[i] - shift) (out may be x).
+  void (*exp_scale)(const float* x, float* out, int64_t n, float shift, float scale);
+  // The backward of silu_mul_row: dg = d u s (1 + g (1 - s)), du = d g s with s = sigmoid(g).
+  void (*silu_mul_backward_row)(const float* g, const float* u, const float* d, float* dg,
+                                float* du, int64_t n);
+  void (*adamw_update)(float* p, const float* g, float* m, float* v, int64_t n,
+                       const AdamWStep& s);
+  // Sum of squares, accumulated in double.
+  double (*sum_squares)(const float* x, int64_t n);
 };
 
 const Kernels& kernels_generic();
 const Kernels& kernels_avx2();
 const Kernels& kernels_avx512();
+// The tile products of the generic level (train_kernels.cpp, a loop the compiler vectorizes) and
+// of AVX-512 (gemm_tile_avx512.cpp; call only where the CPU has AVX-512).
+void gemm_tile_portable(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                        int64_t lda, const float* B, int64_t ldb, bool accumulate, float* C,
+                        int64_t ldc);
+void gemm_tile_avx512(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                      int64_t lda, const float* B, int64_t ldb, bool accumulate, float* C,
+                      int64_t ldc);
 // The table of the level genperf::isa() currently selects.
 const Kernels& kernels();
 

@@ -102,7 +102,8 @@ struct V {
   // coefficients, ~1 ulp), times 2^n built in the exponent field. 0 below -87.3.
   static R exp(R x) {
     const R under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.0f));
+    // NaN stays NaN (the second operand wins), as in the generic level's exp1.
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.33654f), x));
     const R n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     R r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -119,11 +120,28 @@ struct V {
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
   }
   static R swap_pairs(R a) { return _mm256_permute_ps(a, 0xB1); }
+  static R sqrt(R a) { return _mm256_sqrt_ps(a); }
+  // Sums of squares in double (kernels_train.inc): the low and high four lanes of x widened.
+  struct D {
+    __m256d lo, hi;
+  };
+  static D dzero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static D add_squares(D d, R x) {
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    return {_mm256_fmadd_pd(lo, lo, d.lo), _mm256_fmadd_pd(hi, hi, d.hi)};
+  }
+  static double dsum(D d) {
+    const __m256d s = _mm256_add_pd(d.lo, d.hi);
+    const __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+  }
 };
 
 }  // namespace
 
 #include "backend/cpu/kernels_impl.inc"
+#include "backend/cpu/kernels_train.inc"
 
 namespace {
 
@@ -209,6 +227,13 @@ const Kernels& kernels_avx2() {
     t.add_row = avx2::add_row;
     t.sum_row = avx2::sum_row;
     t.attention = avx2::attention;
+    // 4 rows x 2 vectors: 8 accumulators, 2 values of B and 1 of A in 16 registers.
+    t.gemm_tile = avx2::gemm_tile<4, 2>;
+    t.exp_sum = avx2::exp_sum;
+    t.exp_scale = avx2::exp_scale;
+    t.silu_mul_backward_row = avx2::silu_mul_backward_row;
+    t.adamw_update = avx2::adamw_update;
+    t.sum_squares = avx2::sum_squares;
     return t;
   }();
   return k;

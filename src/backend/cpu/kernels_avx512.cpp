@@ -93,7 +93,9 @@ struct V {
   // exp as in kernels_avx2.cpp: n ln2 + r, Cephes expf's polynomial, 2^n in the exponent field.
   static R exp(R x) {
     const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33654f)), _mm512_set1_ps(88.0f));
+    // The clamp's operands in this order keep a NaN x (the second operand wins), as exp1 of the
+    // generic level does: a NaN in a softmax then shows in its sum instead of vanishing.
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.33654f), x));
     const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     R r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -110,11 +112,25 @@ struct V {
     return _mm512_maskz_mul_ps(__mmask16(~under), p, _mm512_castsi512_ps(e));
   }
   static R swap_pairs(R a) { return _mm512_permute_ps(a, 0xB1); }
+  static R sqrt(R a) { return _mm512_sqrt_ps(a); }
+  // Sums of squares in double (kernels_train.inc): the low and high eight lanes of x widened.
+  struct D {
+    __m512d lo, hi;
+  };
+  static D dzero() { return {_mm512_setzero_pd(), _mm512_setzero_pd()}; }
+  static D add_squares(D d, R x) {
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    const __m512d hi =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return {_mm512_fmadd_pd(lo, lo, d.lo), _mm512_fmadd_pd(hi, hi, d.hi)};
+  }
+  static double dsum(D d) { return _mm512_reduce_add_pd(_mm512_add_pd(d.lo, d.hi)); }
 };
 
 }  // namespace
 
 #include "backend/cpu/kernels_impl.inc"
+#include "backend/cpu/kernels_train.inc"
 
 namespace {
 
@@ -244,6 +260,12 @@ const Kernels& kernels_avx512() {
     t.add_row = avx512::add_row;
     t.sum_row = avx512::sum_row;
     t.attention = avx512::attention;
+    t.gemm_tile = gemm_tile_avx512;
+    t.exp_sum = avx512::exp_sum;
+    t.exp_scale = avx512::exp_scale;
+    t.silu_mul_backward_row = avx512::silu_mul_backward_row;
+    t.adamw_update = avx512::adamw_update;
+    t.sum_squares = avx512::sum_squares;
     return t;
   }();
   return k;

@@ -148,11 +148,27 @@ struct V {
   static R swap_pairs(R a) {
     return map([&](int i) { return a.v[i ^ 1]; });
   }
+  static R sqrt(R a) {
+    return map([&](int i) { return sqrtf(a.v[i]); });
+  }
+  // Sums of squares in double (kernels_train.inc), lane by lane, reduced as hsum reduces.
+  struct D {
+    double v[8];
+  };
+  static D dzero() { return D{}; }
+  static D add_squares(D d, R x) {
+    for (int i = 0; i < W; ++i) d.v[i] += double(x.v[i]) * double(x.v[i]);
+    return d;
+  }
+  static double dsum(D d) {
+    return ((d.v[0] + d.v[4]) + (d.v[2] + d.v[6])) + ((d.v[1] + d.v[5]) + (d.v[3] + d.v[7]));
+  }
 };
 
 }  // namespace
 
 #include "backend/cpu/kernels_impl.inc"
+#include "backend/cpu/kernels_train.inc"
 
 }  // namespace genperf::cpu::generic
 
@@ -184,6 +200,12 @@ const Kernels& kernels_generic() {
     t.add_row = generic::add_row;
     t.sum_row = generic::sum_row;
     t.attention = generic::attention;
+    t.gemm_tile = gemm_tile_portable;
+    t.exp_sum = generic::exp_sum;
+    t.exp_scale = generic::exp_scale;
+    t.silu_mul_backward_row = generic::silu_mul_backward_row;
+    t.adamw_update = generic::adamw_update;
+    t.sum_squares = generic::sum_squares;
     return t;
   }();
   return k;

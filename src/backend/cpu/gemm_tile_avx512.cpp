@@ -1,11 +1,11 @@
-// AVX-512 tile product C = (accumulate ? C : 0) + alpha · A · B (gemm_tile.h). A register
+// AVX-512 tile product C = (accumulate ? C : 0) + alpha · op(A) · B (kernels.h). A register
 // block of MR rows by NV vectors of 16 columns accumulates over K: each step broadcasts MR
 // values of A and loads NV vectors of one row of B, so B streams from cache once per MR rows.
 #include <immintrin.h>
 
-#include "train/gemm_tile.h"
+#include "backend/cpu/kernels.h"
 
-namespace genperf::train {
+namespace genperf::cpu {
 namespace {
 
 constexpr int kMaxRows = 4;     // MR
@@ -96,4 +96,4 @@ void gemm_tile_avx512(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha
   }
 }
 
-}  // namespace genperf::train
+}  // namespace genperf::cpu
