@@ -3,8 +3,10 @@
 // applied with scalef, which gives 0 or infinity past the float range. Tails use masked lanes.
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wall reports
 // as uninitialized (as in src/backend/cpu/kernels_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has neither the bug nor -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "train/vec.h"

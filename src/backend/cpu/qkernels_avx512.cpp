@@ -5,8 +5,10 @@
 // flipping their top bit (u = w + 128) for vpdpbusd, with 128 * s taken off the block sum; the
 // AVX-512BW variant uses the sign trick instead (|w| times x with w's sign), since
 // 2 * 255 * 127 would saturate vpmaddubsw. Compiled with the AVX-512 flags (CMakeLists.txt).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has neither the bug nor -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
