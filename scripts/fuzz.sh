@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) into build-fuzz/ and runs each for N seconds on
-# a seed corpus generated here; findings land in build-fuzz/artifacts/.
+# a seed corpus generated here; findings land in build-fuzz/artifacts/, each run's log in
+# build-fuzz/logs/. Every target runs even when one fails; the script then exits non-zero, so a
+# target that does not build or a run that finds a crash, leak or timeout fails CI (scripts/test.sh
+# runs it for 5 s a target when CI is set). GENPERF_WERROR=ON makes compiler warnings errors.
 #   scripts/fuzz.sh                 every target, 60 s each
 #   scripts/fuzz.sh 300 gguf json   the named targets, 300 s each
 set -euo pipefail
@@ -11,7 +14,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint hf train)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENPERF_WERROR="${GENPERF_WERROR:-OFF}" >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 # Seeds: small valid files of each format, written with Python's struct (independent of genperf).
@@ -228,11 +231,23 @@ if [[ " ${targets[*]} " == *" train "* ]]; then
   GENPERF_FUZZ_SEEDS=build-fuzz/seeds/train build-fuzz/fuzz/fuzz_train -runs=0 >/dev/null 2>&1
 fi
 
-mkdir -p build-fuzz/artifacts
+mkdir -p build-fuzz/artifacts build-fuzz/logs
+summary=() failed=()
 for t in "${targets[@]}"; do
-  corpus=build-fuzz/corpus/$t
+  corpus=build-fuzz/corpus/$t log=build-fuzz/logs/$t.log
   mkdir -p "$corpus"
   echo "== fuzz_$t for ${secs}s" >&2
+  status=0
   build-fuzz/fuzz/fuzz_$t -max_total_time="$secs" -rss_limit_mb=2048 -max_len=32768 -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/artifacts/$t-" "$corpus" "build-fuzz/seeds/$t"
+    -artifact_prefix="build-fuzz/artifacts/$t-" "$corpus" "build-fuzz/seeds/$t" 2>&1 | tee "$log" >&2 ||
+    status=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [ "$status" -ne 0 ]; then failed+=("$t"); fi
+  summary+=("$(printf '%-16s %5ss %12s executions  %s' "fuzz_$t" "$secs" "${execs:-?}" \
+    "$([ "$status" -eq 0 ] && echo ok || echo "FAILED (exit $status, see $log)")")")
 done
+printf '%s\n' "== fuzz summary" "${summary[@]}" >&2
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz.sh: ${failed[*]} failed; inputs that reproduce it are in build-fuzz/artifacts/" >&2
+  exit 1
+fi

@@ -1,5 +1,6 @@
 #include "io/gguf.h"
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -418,6 +419,50 @@ uint32_t ggml_type_id(DType t) {
   GP_CHECK(g && g->block_size == tr.block_size && g->block_bytes == tr.block_bytes, "[gguf] type ", tr.name,
            ": the traits row and ggml's type ", tr.ggml_type, " disagree on the block geometry");
   return uint32_t(tr.ggml_type);
+}
+
+// ---- general.file_type ----
+
+namespace {
+// llama.cpp's file types by the type most matrices have: alone (nothing of more bits per weight
+// beside it) and mixed (something of more bits beside it). Only the K-quants have both names.
+struct FileType {
+  DType type;
+  uint32_t alone, mixed;
+};
+constexpr FileType kFileTypes[] = {
+    {DType::F32, 0, 0},   {DType::F16, 1, 1},   {DType::BF16, 32, 32}, {DType::Q4_0, 2, 2},
+    {DType::Q4_1, 3, 3},  {DType::Q8_0, 7, 7},  {DType::Q5_0, 8, 8},   {DType::Q5_1, 9, 9},
+    {DType::Q2_K, 10, 10}, {DType::Q3_K, 11, 12}, {DType::Q4_K, 14, 15}, {DType::Q5_K, 16, 17},
+    {DType::Q6_K, 18, 18},
+};
+
+double bits_per_weight(DType t) { return 8.0 * double(traits(t).block_bytes) / double(traits(t).block_size); }
+}  // namespace
+
+uint32_t gguf_file_type(const std::vector<std::pair<DType, int64_t>>& weights) {
+  std::array<int64_t, size_t(DType::COUNT)> elements{};
+  for (const auto& [t, n] : weights) elements[size_t(t)] += n;
+  size_t most = size_t(DType::F32);
+  for (size_t i = 0; i < elements.size(); ++i)
+    if (elements[i] > elements[most]) most = i;
+  const DType main = DType(most);
+  bool wider = false;
+  for (size_t i = 0; i < elements.size(); ++i)
+    wider = wider || (elements[i] > 0 && bits_per_weight(DType(i)) > bits_per_weight(main));
+  for (const FileType& f : kFileTypes)
+    if (f.type == main) return wider ? f.mixed : f.alone;
+  ggml_type_id(main);  // FP8: GGUF cannot hold it at all, and says so
+  fail("[gguf] no llama.cpp file type describes a model whose matrices are mostly ", dtype_name(main));
+}
+
+bool gguf_file_type_dtype(uint32_t file_type, DType* out) {
+  for (const FileType& f : kFileTypes)
+    if (f.alone == file_type || f.mixed == file_type) {
+      *out = f.type;
+      return true;
+    }
+  return false;
 }
 
 // ---- reading ----

@@ -101,6 +101,20 @@ const GgmlType* ggml_type(uint32_t id);
 // ggml does not have (the FP8 ones, ggml_type -1).
 uint32_t ggml_type_id(DType t);
 
+// general.quantization_version: the revision of ggml's quantized block layouts that genperf's
+// formats match (llama.cpp's GGML_QNT_VERSION).
+inline constexpr uint32_t kGgufQuantizationVersion = 2;
+// general.file_type (llama.cpp's enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, ...,
+// MOSTLY_Q4_K_M 15, MOSTLY_BF16 32) of a model whose matrices have these types and element
+// counts. The type holding the most elements names the file, as llama.cpp guesses a file type
+// (ties go to the type listed first in DType). A K-quant mix gets the Medium name (Q3_K_M, Q4_K_M,
+// Q5_K_M) when some matrices are in a format of more bits per weight, the Small name when none
+// is. No matrices: ALL_F32. Error for a type that no llama.cpp file type names.
+uint32_t gguf_file_type(const std::vector<std::pair<DType, int64_t>>& weights);
+// The type a file type says most matrices have (MOSTLY_Q4_K_M: Q4_K), or false when genperf
+// does not know the value.
+bool gguf_file_type_dtype(uint32_t file_type, DType* out);
+
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // outermost first (the file's dimensions reversed)

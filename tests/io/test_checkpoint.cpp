@@ -352,6 +352,13 @@ TEST(Checkpoint, GgufSaveLoadPermutesRotaryRows) {
 
   const GgufFile g = GgufFile::open(path);
   EXPECT_EQ(g.get_string("general.architecture"), "llama");
+  // general.file_type describes the tensors (f16 matrices: MOSTLY_F16), genperf.torch_dtype keeps
+  // the config's float32; quantization_version is written whatever the types, as llama.cpp does.
+  EXPECT_EQ(g.type("general.file_type"), GgufType::U32);
+  EXPECT_EQ(g.get_int("general.file_type"), 1);
+  EXPECT_EQ(g.type("general.quantization_version"), GgufType::U32);
+  EXPECT_EQ(g.get_int("general.quantization_version"), 2);
+  EXPECT_EQ(g.get_string("genperf.torch_dtype"), "float32");
   EXPECT_EQ(g.get_int("llama.block_count"), 2);
   EXPECT_EQ(g.get_int("llama.attention.head_count_kv"), 2);
   EXPECT_EQ(g.get_string("tokenizer.ggml.model"), "gpt2");
@@ -389,6 +396,7 @@ TEST(Checkpoint, GgufBiasesAndQwen2) {
   src.config = c;
   src.tensors = tiny_tensors(c, rng, DType::BF16);
   save_gguf_checkpoint(dir / "q.gguf", src);
+  EXPECT_EQ(GgufFile::open(dir / "q.gguf").get_int("general.file_type"), 32);  // MOSTLY_BF16
   const Checkpoint ck = load_checkpoint(dir / "q.gguf");
   expect_config_eq(ck.config, c);
   // Biases, bf16 here, are stored in F32 (llama.cpp adds only f32 vectors): the same values.

@@ -351,3 +351,40 @@ TEST(Gguf, WriterRejectsBadInput) {
   EXPECT_THROW(GgufWriter(12), Error);
   EXPECT_THROW(GgufFile::open("/nonexistent/genperf.gguf"), Error);
 }
+
+// general.file_type from the matrices' types: the type holding the most elements names the file
+// (llama.cpp's enum llama_ftype values); a K-quant beside a format of more bits per weight is a
+// Medium mix, alone a Small one.
+TEST(Gguf, FileTypeFromTheMatrices) {
+  using W = std::vector<std::pair<DType, int64_t>>;
+  EXPECT_EQ(gguf_file_type({}), 0u);  // ALL_F32
+  EXPECT_EQ(gguf_file_type(W{{DType::F32, 10}}), 0u);
+  EXPECT_EQ(gguf_file_type(W{{DType::F16, 10}, {DType::F32, 4}}), 1u);  // MOSTLY_F16
+  EXPECT_EQ(gguf_file_type(W{{DType::BF16, 10}}), 32u);                 // MOSTLY_BF16
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_0, 10}, {DType::Q8_0, 9}}), 2u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_1, 10}}), 3u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q8_0, 10}, {DType::F32, 9}}), 7u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q5_0, 10}}), 8u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q5_1, 10}}), 9u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q2_K, 10}, {DType::Q4_K, 3}}), 10u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q3_K, 10}}), 11u);                    // Q3_K_S
+  EXPECT_EQ(gguf_file_type(W{{DType::Q3_K, 10}, {DType::Q5_K, 1}}), 12u);  // Q3_K_M
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_K, 10}}), 14u);                    // Q4_K_S
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_K, 10}, {DType::Q2_K, 5}}), 14u);  // fewer bits beside: still Small
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_K, 6}, {DType::Q6_K, 2}, {DType::Q6_K, 3}}), 15u);  // Q4_K_M
+  // Counted by elements, not by tensors.
+  EXPECT_EQ(gguf_file_type(W{{DType::Q4_K, 1}, {DType::Q4_K, 1}, {DType::Q4_K, 1}, {DType::Q6_K, 4}}), 18u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q5_K, 10}}), 16u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q5_K, 10}, {DType::Q8_0, 1}}), 17u);
+  EXPECT_EQ(gguf_file_type(W{{DType::Q6_K, 10}, {DType::F16, 1}}), 18u);
+  EXPECT_THROW(gguf_file_type(W{{DType::F8_E4M3_B32, 10}}), Error);  // not a ggml type
+  EXPECT_THROW(gguf_file_type(W{{DType::I32, 10}}), Error);          // no file type names it
+  // Back from the value to the type it names; values genperf does not know are refused.
+  DType t = DType::F32;
+  ASSERT_TRUE(gguf_file_type_dtype(15, &t));
+  EXPECT_EQ(t, DType::Q4_K);
+  ASSERT_TRUE(gguf_file_type_dtype(32, &t));
+  EXPECT_EQ(t, DType::BF16);
+  EXPECT_FALSE(gguf_file_type_dtype(4, &t));  // MOSTLY_Q4_1_SOME_F16, long removed
+  EXPECT_FALSE(gguf_file_type_dtype(1024, &t));
+}

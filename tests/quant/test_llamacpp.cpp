@@ -5,12 +5,15 @@
 // quantized model matches the unquantized one: a block layout read differently by the two would
 // show as a KL of the order of the quantization's own or more. Its tokenization of texts from the
 // file's vocabulary must equal genperf's where the tokenizer's normalizer leaves the text alone.
+// It must name each file's type from general.file_type (not guess it), and find
+// general.quantization_version.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -150,12 +153,22 @@ TEST(LlamaCpp, RunsGenperfGgufLikeGenperf) {
   const std::vector<float> ref = genperf_logits(load_checkpoint(kRoot + "/models/default"), windows);
   const int64_t rows = int64_t(ref.size()) / V;
   ASSERT_EQ(int64_t(lc.size()), rows * V * int64_t(plans.size()));
+  // llama.cpp's names of the general.file_type genperf writes (llama_model_ftype_name).
+  const std::map<std::string, std::string> type_name = {
+      {"source", "BF16"},          {"q4_k_m", "Q4_K - Medium"},      {"uniform:q8_0", "Q8_0"},
+      {"uniform:q4_0", "Q4_0"},    {"uniform:q4_1", "Q4_1"},         {"uniform:q5_0", "Q5_0"},
+      {"uniform:q5_1", "Q5_1"},    {"uniform:q2_k", "Q2_K - Medium"}, {"uniform:q3_k", "Q3_K - Small"},
+      {"uniform:q4_k", "Q4_K - Small"}, {"uniform:q5_k", "Q5_K - Small"}, {"uniform:q6_k", "Q6_K"}};
   std::printf("%-10s %12s %12s %10s %14s\n", "plan", "KL gp|lc", "max", "top-1", "KL src|gp");
   for (size_t j = 0; j < plans.size(); ++j) {
     const Json& r = res.at("jobs").as_array()[j];
     ASSERT_EQ(r.at("vocab").as_int(), V) << plans[j];
     ASSERT_EQ(r.at("bos").as_int(), src.tokenizer->bos_id()) << plans[j];
     ASSERT_EQ(r.at("positions").as_int(), rows) << plans[j];
+    const std::string description = r.at("description").as_string();
+    EXPECT_NE(description.find(" " + type_name.at(plans[j])), std::string::npos) << plans[j] << ": " << description;
+    EXPECT_EQ(description.find("guessed"), std::string::npos) << plans[j] << ": " << description;
+    EXPECT_EQ(r.at("quantization_version").as_int(), 2) << plans[j];
     // genperf reading the file it wrote, as llama.cpp did.
     const std::vector<float> gp = genperf_logits(load_checkpoint(files[j]), windows);
     const std::vector<float> mine(lc.begin() + int64_t(j) * rows * V, lc.begin() + int64_t(j + 1) * rows * V);

@@ -19,6 +19,7 @@
 #include "genperf/json.h"
 #include "genperf/llama.h"
 #include "genperf/quantize.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "genperf/ops.h"
 #include "quant/quantize_internal.h"
@@ -336,12 +337,20 @@ TEST(QuantizedStorage, GgufRoundTripIsBitExactAndRuns) {
   const auto tokens = random_tokens(48, 96, 8);
   const Tensor ref = logits_of(ck, tokens);
   const std::map<std::string, double> bound = {{"uniform:q8_0", 0.03}, {"q4_k_m", 0.35}, {"uniform:q3_k", 0.7}};
+  // llama.cpp's general.file_type: MOSTLY_Q8_0, MOSTLY_Q4_K_M (Q6_K beside Q4_K), MOSTLY_Q3_K_S.
+  const std::map<std::string, int64_t> file_type = {{"uniform:q8_0", 7}, {"q4_k_m", 15}, {"uniform:q3_k", 11}};
   double previous = 0;
   for (const char* recipe : {"uniform:q8_0", "q4_k_m", "uniform:q3_k"}) {
     const Checkpoint q = quantize_checkpoint(ck, recipe_plan(ck, recipe), {});
     const std::string path = dir / cat(recipe + (recipe[0] == 'u' ? 8 : 0), ".gguf");
     save_quantized(path, q);
+    const GgufFile g = GgufFile::open(path);
+    EXPECT_EQ(g.type("general.file_type"), GgufType::U32) << recipe;
+    EXPECT_EQ(g.get_int("general.file_type"), file_type.at(recipe)) << recipe;
+    EXPECT_EQ(g.type("general.quantization_version"), GgufType::U32) << recipe;  // the spec requires it here
+    EXPECT_EQ(g.get_int("general.quantization_version"), 2) << recipe;
     const Checkpoint back = load_checkpoint(path);
+    EXPECT_EQ(back.config.torch_dtype, ck.config.torch_dtype) << recipe;  // from genperf.torch_dtype
     ASSERT_EQ(back.rope_style, RopeStyle::Interleaved);
     const auto& c = ck.config;
     for (const auto& [name, t] : q.tensors) {

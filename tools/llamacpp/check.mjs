@@ -6,7 +6,10 @@
 // Each window is evaluated from an empty context, with the model's BOS first when it has one; for
 // every position the full logits of the next token are written as little-endian f32, job after
 // job, window after window (OUT_PREFIX.logits). OUT_PREFIX.json has, per job, the vocabulary size,
-// the BOS id, the number of positions written and llama.cpp's tokenization of each text (no BOS).
+// the BOS id, the number of positions written, llama.cpp's tokenization of each text (no BOS),
+// llama.cpp's description of the model (llama_model_desc: architecture, size and the name of the
+// file's general.file_type, "(guessed)" when the file has none) and general.quantization_version
+// as node-llama-cpp's GGUF reader finds it (null when absent).
 // A model llama.cpp refuses or aborts on ends this process with a non-zero status and its message.
 import {getLlama} from "node-llama-cpp";
 import {readFileSync, writeFileSync, openSync, writeSync, closeSync, renameSync} from "node:fs";
@@ -45,7 +48,9 @@ for (const job of spec.jobs) {
     }
   }
   const tokens = (job.texts ?? []).map((t) => Array.from(model.tokenize(t, false)));
-  results.push({model: job.model, vocab, bos: bos ?? -1, positions, tokens});
+  const quantizationVersion = model.fileInfo.metadata?.general?.quantization_version ?? null;
+  results.push({model: job.model, vocab, bos: bos ?? -1, positions, tokens, description: model.typeDescription,
+                quantization_version: quantizationVersion});
   await context.dispose();
   await model.dispose();
 }

@@ -3,8 +3,10 @@
 // (CMakeLists.txt, by file name), but BF16 instructions run only where cpuid reports them.
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wall then
 // reports as "used uninitialized" (GCC bug 105593); the values are fully overwritten.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has neither the bug nor -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>

@@ -34,8 +34,9 @@ constexpr bool kVnni = GP_QK_AVXVNNI;
 
 // acc + per int32 lane the sum of the 4 products of its unsigned bytes in u and signed bytes in
 // x: one vpdpbusd, or without VNNI vpmaddubsw + vpmaddwd + add (exact where no pair of products
-// saturates int16, which holds for every caller).
-GP_QINLINE __m256i dot4(__m256i acc, __m256i u, __m256i x) {
+// saturates int16, which holds for every caller). Its callers sit in `if constexpr (kVnni)`
+// branches, so the plain AVX2 compilation of this file does not use it.
+[[maybe_unused]] GP_QINLINE __m256i dot4(__m256i acc, __m256i u, __m256i x) {
 #if GP_QK_AVXVNNI
   return _mm256_dpbusd_avx_epi32(acc, u, x);
 #else

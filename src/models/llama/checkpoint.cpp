@@ -451,13 +451,6 @@ const char* dtype_to_torch(DType t) {
   return t == DType::F16 ? "float16" : t == DType::BF16 ? "bfloat16" : "float32";
 }
 
-// general.file_type values of the float types (llama.cpp's ALL_F32, MOSTLY_F16, MOSTLY_BF16).
-struct FileType {
-  uint32_t id;
-  const char* torch;
-};
-constexpr FileType kFileTypes[] = {{0, "float32"}, {1, "float16"}, {32, "bfloat16"}};
-
 // llama.cpp stores Llama 3 rope scaling as per-frequency divisors (rope_freqs.weight) instead of
 // parameters. Recognize them as Llama 3's (low 1, high 4, original context 8192) or refuse.
 void infer_llama3_scaling(LlamaConfig& c, const Tensor& freqs, const std::string& path) {
@@ -514,10 +507,13 @@ LlamaConfig gguf_config(const GgufFile& g, const std::string& arch,
     c.vocab_size = embed->second.size(0);
   c.tie_word_embeddings = !tensors.count("lm_head.weight");
   c.attention_bias = arch == "qwen2" || tensors.count("model.layers.0.self_attn.q_proj.bias");
+  // genperf's own key, else the float type a llama.cpp file type names, else the embedding's.
   c.torch_dtype = embed != tensors.end() ? dtype_to_torch(embed->second.dtype()) : "float32";
-  if (g.has("general.file_type"))
-    for (const auto& ft : kFileTypes)
-      if (g.get_int("general.file_type") == int64_t(ft.id)) c.torch_dtype = ft.torch;
+  DType named;
+  if (g.has("general.file_type") && g.get_int("general.file_type") >= 0 &&
+      gguf_file_type_dtype(uint32_t(g.get_int("general.file_type")), &named) && traits(named).is_float)
+    c.torch_dtype = dtype_to_torch(named);
+  c.torch_dtype = g.get_string("genperf.torch_dtype", c.torch_dtype);
   const std::string scaling = g.get_string(p + "rope.scaling.type", "none");
   GP_CHECK(scaling == "none", "[checkpoint] ", path, ": rope scaling '", scaling, "' is not supported");
   if (g.has("genperf.rope_scaling.type")) {
@@ -649,11 +645,16 @@ void put_tokenizer(GgufWriter& w, const TokenizerVocab& v) {
   }
 }
 
-void put_config(GgufWriter& w, const LlamaConfig& c, const std::string& name) {
+// `weights`: the type and element count of each matrix the file holds, for general.file_type.
+void put_config(GgufWriter& w, const LlamaConfig& c, const std::string& name,
+                const std::vector<std::pair<DType, int64_t>>& weights) {
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", name);
-  for (const auto& ft : kFileTypes)
-    if (c.torch_dtype == ft.torch) w.set_u32("general.file_type", ft.id);
+  w.set_u32("general.file_type", gguf_file_type(weights));
+  // The GGUF spec requires it only when some tensor is quantized; written always, as both of
+  // llama.cpp's writers (convert_hf_to_gguf.py and llama-quantize) do, so that genperf's files
+  // carry the keys llama.cpp's carry whatever their types.
+  w.set_u32("general.quantization_version", kGgufQuantizationVersion);
   w.set_u32("llama.context_length", u32_of(c.max_position_embeddings, "max_position_embeddings"));
   w.set_u32("llama.embedding_length", u32_of(c.hidden_size, "hidden_size"));
   w.set_u32("llama.block_count", u32_of(c.num_hidden_layers, "num_hidden_layers"));
@@ -668,6 +669,7 @@ void put_config(GgufWriter& w, const LlamaConfig& c, const std::string& name) {
   w.set_u32("llama.vocab_size", u32_of(c.vocab_size, "vocab_size"));
   // What GGUF's llama keys cannot say, under genperf's own prefix so that round trips are exact.
   w.set_string("genperf.hf_architecture", c.architecture);
+  w.set_string("genperf.torch_dtype", c.torch_dtype);  // general.file_type describes the tensors
   if (!c.rope_scaling.type.empty()) {
     w.set_string("genperf.rope_scaling.type", c.rope_scaling.type);
     w.set("genperf.rope_scaling.factor", GgufValue::f64(c.rope_scaling.factor));
@@ -843,7 +845,10 @@ void save_gguf_checkpoint(const std::string& path, const Checkpoint& ck) {
   check_tensors(c, ck.tensors, {}, ck.source.empty() ? path : ck.source);
   GgufWriter w;
   const std::string name = ck.source.empty() ? "genperf" : fs::path(ck.source).filename().string();
-  put_config(w, c, name.empty() ? "genperf" : name);
+  std::vector<std::pair<DType, int64_t>> weights;
+  for (const Expected& e : expected_tensors(c))
+    if (const Tensor& t = ck.tensors.at(e.name); t.ndim() == 2) weights.emplace_back(t.dtype(), t.numel());
+  put_config(w, c, name.empty() ? "genperf" : name, weights);
   if (ck.tokenizer) put_tokenizer(w, ck.tokenizer->vocab());
 
   // Tensors already in GGUF's interleaved layout (loaded from a `llama` GGUF) are not permuted again.
