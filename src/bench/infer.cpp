@@ -219,7 +219,7 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
                           int64_t(mem_bw + 0.5), " GB/s)"));
       if (cache_bw < 1.2 * mem_bw)
         notes.push_back("that read was not much faster than memory: the working set does not stay in cache on these "
-                        "cores (the LLC the OS reports may be the whole socket's)");
+                        "cores (the LLC the OS reports may be the whole socket's), or the machine was too busy to tell");
       if (cache_bw > floor) floor = cache_bw, kind = "cache";
     }
     Json& dj = out["decode"];

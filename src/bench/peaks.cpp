@@ -43,7 +43,7 @@ constexpr size_t kHugePage = size_t(2) << 20;
 BandwidthProbe::BandwidthProbe(size_t bytes)
     : data_(static_cast<float*>(std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage))),
       floats_(bytes / 4),
-      reads_(int(std::max<size_t>(1, (size_t(64) << 20) / std::max<size_t>(bytes, 1)))) {
+      reads_(int(std::max<size_t>(1, (size_t(256) << 20) / std::max<size_t>(bytes, 1)))) {
   GP_CHECK(data_ && floats_ > 0, "[bench] cannot allocate ", bytes, " bytes for the bandwidth probe");
   // A hint, refused where THP is off. On this VM 2 MiB pages also halve the time to fault the
   // buffer in (1 GiB: 2.1-2.7 s against 4.9-5.1 s with 4 KiB pages, under load).

@@ -28,8 +28,9 @@ class BandwidthProbe {
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
   size_t bytes() const { return floats_ * 4; }
-  // GB/s of one pass: the whole buffer read once, or as many times as make 64 MiB (a buffer that
-  // stays in cache is read in a few microseconds, too short to time alone).
+  // GB/s of one pass: the whole buffer read once, or as many times as make 256 MiB (a buffer that
+  // stays in cache is read in microseconds, too short to time alone, and a pass of under a
+  // millisecond reads far low whenever the scheduler takes a thread away from it).
   double pass() const;
   double measure(int passes) const;   // the median of `passes` passes
 
