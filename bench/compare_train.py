@@ -261,11 +261,10 @@ def main():
               f"median {100 * statistics.median(cont):.0f}% (min {100 * min(cont):.0f}%, max {100 * max(cont):.0f}%); "
               f"load average before each round: {', '.join(f'{x:.1f}' for x in loads)} ({os.cpu_count()} CPUs)")
         if statistics.median(cont) > 0.10:
-            warnings.append("the machine was busy: other processes took the engines' cores for "
-                            f"{100 * statistics.median(cont):.0f}% of the time. Alternating the engines does not cancel "
-                            "this: torch's eager steps run thousands of small OpenMP regions, each waiting at its barrier "
-                            "for a descheduled thread, and slow down far more than genperf's; the ratios then overstate "
-                            "genperf's lead")
+            warnings.append("the machine was busy: some task waited for a CPU during "
+                            f"{100 * statistics.median(cont):.0f}% of the runs' time. Alternating the engines does not "
+                            "cancel this: on a saturated machine torch's eager step slowed about twice as much as "
+                            "genperf's (docs/BENCH_TRAIN.md), so the ratios overstate genperf's lead")
     for w in warnings:
         print(f"** WARNING: {w}")
     print()
