@@ -1,12 +1,14 @@
 // Microbenchmarks of the CPU kernels against this machine's floors (BENCHMARKING.md):
 //   GEMV (decode):   GB/s of weight bytes read (packed bytes for the block formats), and the
-//                    fraction of the read bandwidth measured just before each repetition
-//                    (bw_frac; bw_frac0: of the start-up figure). Weights rotate over copies of
-//                    >= 512 MiB in all, so they come from memory.
+//                    fraction of the read bandwidth, the best probe pass just before and just
+//                    after each repetition (bw_frac; bw_frac0: of the start-up figure).
+//                    Weights rotate over copies of >= 512 MiB in all, so they come from memory.
 //   GEMV from cache: the same kernels on weights that stay in L2, their compute ceiling.
 //   GEMM (prefill):  GFLOP/s at T = 512 for the 110M model's shapes, and the fraction of the
-//                    measured 2048^3 GEMM peak of the same weight type (bf16's for the block
-//                    formats: they run as the integer GEMM on AVX-512, else as decoded panels).
+//                    measured 2048^3 GEMM peak of the weights' compute type (bench::
+//                    gemm_compute_type: int8 where the block formats run the integer GEMM).
+// A fraction above 1 says the floor measured the wrong limit: counter floor_exceeded is then 1
+// (BENCHMARKING.md, rule 8).
 //   linear by rows:  GEMV kernels, oneDNN (decoded panels for the block formats) and the
 //                    integer GEMM side by side for T = 1..512 (the switch-overs).
 //   attention:       prefill T = 512 and decode at S = 128 / 512 (12 heads of 64), GFLOP/s.
@@ -14,6 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -22,6 +25,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "bench/peaks.h"
+#include "genperf/error.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
 #include "genperf/ops.h"
@@ -39,18 +43,31 @@ Tensor random(const std::vector<int64_t>& shape, DType dt, uint64_t seed, double
 
 struct Peaks {
   double bandwidth_gbs = 0;
-  double gemm_gflops[3] = {0, 0, 0};  // by DType: f32, f16, bf16
+  double gemm_gflops[3] = {0, 0, 0};  // by bench::GemmCompute: f32, bf16, int8 (0: not run here)
 };
 
 const Peaks& peaks() {
   static const Peaks p = [] {
     Peaks r;
     r.bandwidth_gbs = bench::measure_bandwidth_gbs();
-    for (DType t : {DType::F32, DType::F16, DType::BF16})
-      r.gemm_gflops[int(t)] = bench::measure_gemm_peak_gflops(t);
+    for (auto c : {bench::GemmCompute::F32, bench::GemmCompute::BF16, bench::GemmCompute::Int8}) {
+      try {
+        const bench::GemmPeakProbe probe(c);
+        for (int i = 0; i < 5; ++i) r.gemm_gflops[int(c)] = std::max(r.gemm_gflops[int(c)], probe.sample());
+      } catch (const Error&) {  // oneDNN has only its reference kernel for this type here
+      }
+    }
     return r;
   }();
   return p;
+}
+
+// A measured figure against its floor, as counters: the fraction and whether it passes 1.
+void floor_counters(benchmark::State& state, const char* name, double measured, double floor) {
+  if (floor <= 0) return;  // not measured on this machine
+  const bench::FloorFraction f = bench::against_floor(measured, floor);
+  state.counters[name] = f.fraction;
+  state.counters["floor_exceeded"] = f.exceeded ? 1 : 0;
 }
 
 DType dtype_arg(int64_t v) { return DType(v); }
@@ -76,20 +93,24 @@ void BM_Gemv(benchmark::State& state) {
     ws.push_back(maybe_prepared(c == 0 ? base : base.clone(), packed));
   const Tensor x = random({T, K}, DType::F32, 7);
   Tensor y = Tensor::zeros({T, N});
-  // The floor of this repetition: read bandwidth measured just before it (bw_frac), besides the
-  // one measured at start-up (bw_frac0); the machine's bandwidth drifts between repetitions.
-  static const bench::BandwidthProbe probe(size_t(256) << 20);
-  const double bw_now = probe.measure(3);
+  // The floor of this repetition: the best probe pass just before and just after it (bw_frac),
+  // besides the figure measured at start-up (bw_frac0); the machine's bandwidth drifts.
+  static const bench::BandwidthProbe probe(bench::memory_probe_bytes());
+  auto best_pass = [] { return std::max({probe.pass(), probe.pass(), probe.pass()}); };
+  double bw_now = best_pass();
   int c = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     ops::linear(x, ws[size_t(c)], nullptr, y);
     c = (c + 1) % copies;
     benchmark::DoNotOptimize(y.raw());
   }
+  const double gbs = bytes * double(state.iterations()) /
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e-9;
+  bw_now = std::max(bw_now, best_pass());
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bw_frac"] =
-      benchmark::Counter(bytes * 1e-9 / bw_now, benchmark::Counter::kIsIterationInvariantRate);
+  floor_counters(state, "bw_frac", gbs, bw_now);
   state.counters["bw_frac0"] = benchmark::Counter(bytes * 1e-9 / peaks().bandwidth_gbs,
                                                   benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bw_GB/s"] = bw_now;
@@ -122,16 +143,17 @@ void BM_Gemm(benchmark::State& state) {
   const Tensor w = maybe_prepared(random({N, K}, wt, 5, 0.05), packed_arg(state, 4)),
                x = random({T, K}, DType::F32, 6);
   Tensor y = Tensor::zeros({T, N});
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     ops::linear(x, w, nullptr, y);
     benchmark::DoNotOptimize(y.raw());
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double flops = ops::linear_flops(T, K, N);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const int peak = traits(wt).block_size > 1 ? int(DType::BF16) : int(wt);
-  state.counters["peak_frac"] = benchmark::Counter(flops * 1e-9 / peaks().gemm_gflops[peak],
-                                                   benchmark::Counter::kIsIterationInvariantRate);
+  const double peak = peaks().gemm_gflops[int(bench::gemm_compute_type(wt))];
+  floor_counters(state, "peak_frac", flops * double(state.iterations()) / seconds * 1e-9, peak);
   state.SetLabel(layout_label(wt, w));
 }
 
@@ -307,9 +329,10 @@ int main(int argc, char** argv) {
               f.flags().c_str(), isa_path(), num_threads());
   const Peaks& p = peaks();
   std::printf(
-      "read bandwidth: %.1f GB/s; GEMM 2048^3 peak: f32 %.0f, f16 %.0f, bf16 %.0f GFLOP/s\n",
-      p.bandwidth_gbs, p.gemm_gflops[int(DType::F32)], p.gemm_gflops[int(DType::F16)],
-      p.gemm_gflops[int(DType::BF16)]);
+      "read bandwidth: %.1f GB/s; GEMM 2048^3 peak (oneDNN, best of 5): f32 %.0f, bf16 %.0f, int8 %.0f "
+      "GFLOP/s (0: not run here)\n",
+      p.bandwidth_gbs, p.gemm_gflops[int(bench::GemmCompute::F32)], p.gemm_gflops[int(bench::GemmCompute::BF16)],
+      p.gemm_gflops[int(bench::GemmCompute::Int8)]);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -7,7 +7,9 @@ side-by-side training-speed comparisons (bench/compare_train.py). Never run in C
 Benchmark mode prints one JSON record: full optimizer steps (zero grads, forward, loss, backward,
 clip_grad_norm_ 1.0, AdamW betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices only, as
 genperf) timed after --warmup steps: median/min/max of --reps, tokens/s, the FLOPs of a step by
-genperf's train_step_flops formula, parameters, peak RSS, and the BLAS library torch loaded.
+genperf's train_step_flops formula, parameters, peak RSS, the BLAS library torch loaded (with
+OpenBLAS's threading and thread count, and torch's), and torch's f32 and bf16 matmul GFLOP/s at
+2048^3 measured after the steps.
 
 Check mode (--check DIR) loads a HF directory of F32 weights that genperf wrote, runs --steps
 steps at a constant --lr on given tokens/targets ([B, T] row-major, target -1 = not scored) and
@@ -183,6 +185,8 @@ def step(m, opt, ids, targets, precision):
 
 
 def blas_library():
+    """The BLAS libraries mapped into this process (/proc/self/maps), by their real paths: what
+    torch's f32 matmuls actually call, whatever update-alternatives or LD_LIBRARY_PATH say."""
     torch.ones(8, 8) @ torch.ones(8, 8)  # BLAS is linked at load; make sure it is mapped
     libs = set()
     with open("/proc/self/maps") as f:
@@ -191,6 +195,36 @@ def blas_library():
             if "blas" in os.path.basename(path).lower() or "libmkl" in path:
                 libs.add(os.path.realpath(path))
     return sorted(libs)
+
+
+def openblas_info(libs):
+    """OpenBLAS's own account of itself where it is the BLAS: its kernel set (the CPU it took this
+    one for), its threading (serial, pthreads or OpenMP: a pthreads OpenBLAS under torch's OpenMP
+    threads puts two pools of spinning threads on the same cores) and its thread count."""
+    import ctypes
+    path = next((p for p in libs if "openblas" in os.path.basename(p)), None)
+    if not path:
+        return None
+    lib = ctypes.CDLL(path)  # already loaded: the same handle
+    lib.openblas_get_corename.restype = lib.openblas_get_config.restype = ctypes.c_char_p
+    return {"core": lib.openblas_get_corename().decode(), "config": lib.openblas_get_config().decode(),
+            "threading": {0: "serial", 1: "pthreads", 2: "openmp"}.get(lib.openblas_get_parallel(), "?"),
+            "threads": lib.openblas_get_num_threads()}
+
+
+def matmul_gflops(dtype, n=2048, reps=5):
+    """GFLOP/s of torch.matmul at n^3 (best of reps after one warm-up): f32 runs on the BLAS, bf16
+    on oneDNN. Set against genperf's measured GEMM peak, it shows a BLAS that runs far below the
+    machine, whatever its name."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g).to(dtype), torch.randn(n, n, generator=g).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2.0 * n ** 3 / best * 1e-9
 
 
 def read_safetensors(path):
@@ -231,9 +265,18 @@ def check(a):
                       "flops_per_step": train_step_flops(*shape, head_dim, a.batch, a.seq)}))
 
 
-def blas_record():
+def blas_record(matmul=True):
+    """The BLAS torch loaded, the thread counts in force, and (matmul) the measured f32 and bf16
+    matmul GFLOP/s."""
     libs = blas_library()
-    return {"blas": libs, "blas_reference": any(os.path.dirname(p).endswith("/blas") for p in libs)}  # Debian's netlib path
+    r = {"blas": libs, "blas_reference": any(os.path.dirname(p).endswith("/blas") for p in libs),  # Debian's netlib path
+         "openblas": openblas_info(libs),
+         "thread_settings": {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads(),
+                             **{v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY")},
+                             "cpus_allowed": len(os.sched_getaffinity(0))}}
+    if matmul:
+        r["matmul_gflops"] = {"f32": matmul_gflops(torch.float32), "bf16": matmul_gflops(torch.bfloat16)}
+    return r
 
 
 def bench(a):
@@ -254,7 +297,7 @@ def bench(a):
     med = statistics.median(times)
     n, params = a.batch * a.seq, sum(p.numel() for p in m.parameters())
     flops = train_step_flops(*shape, shape[1] // shape[4], a.batch, a.seq)
-    blas = blas_record()
+    blas = blas_record()  # after the timed steps, so that the matmul check does not disturb them
     if blas["blas_reference"] and a.precision == "f32":
         print("torch_train: WARNING: f32 matmuls run on the reference BLAS " + ", ".join(blas["blas"]) +
               " (install libopenblas0-openmp or put it on LD_LIBRARY_PATH)", file=sys.stderr)

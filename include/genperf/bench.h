@@ -41,6 +41,7 @@ struct InferBenchOptions {
   int64_t decode_tokens = 32;   // tokens generated per decode repetition
   int reps = 5, warmup = 1;
   bool measure_peaks = true;    // measure this machine's bandwidth and GEMM peak in the same run
+  size_t memory_probe_bytes = 0;  // the memory bandwidth probe's buffer; 0: bench::memory_probe_bytes()
   uint64_t seed = 1;            // for the random prompt tokens
 };
 

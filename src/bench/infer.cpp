@@ -1,7 +1,10 @@
-// `genperf bench infer`: prefill and decode speed of a model against this machine's measured
-// floors (GEMM peak for prefill, weight bytes over memory bandwidth for decode).
+// `genperf bench infer`: prefill and decode speed of a model against this machine's floors,
+// measured in the same run and interleaved with the timed repetitions: the GEMM peak of the
+// weights' compute type for prefill, weight bytes over the read bandwidth for decode (from
+// memory, or from cache where the weights and KV cache fit the last-level cache).
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "bench/peaks.h"
 #include "genperf/bench.h"
@@ -36,6 +39,31 @@ double decode_bytes(const LlamaModel& m) {
   return b;
 }
 
+// The compute type of the model's prefill GEMMs: of every 2-D weight type it holds (weight_types
+// reads "bf16" or "mixed: 84 q4_k, 12 q6_k"), the one with the highest peak.
+bench::GemmCompute model_compute_type(const LlamaModel& m) {
+  const std::string s = m.weight_types();
+  std::vector<bench::GemmCompute> types;
+  if (s.rfind("mixed:", 0) != 0) {
+    types.push_back(bench::gemm_compute_type(parse_dtype(s)));
+  } else {
+    for (size_t i = 6; i < s.size();) {
+      const size_t end = std::min(s.find(',', i), s.size());
+      const std::string item = s.substr(i, end - i);  // " 84 q4_k"
+      types.push_back(bench::gemm_compute_type(parse_dtype(item.substr(item.rfind(' ') + 1))));
+      i = end + 1;
+    }
+  }
+  return bench::fastest(types);
+}
+
+Json samples_json(const std::vector<double>& v) {
+  const Stats s = Stats::of(v);
+  return Json(Json::Object{{"best", s.max}, {"median", s.median}, {"min", s.min}, {"n", int64_t(v.size())}});
+}
+
+double best_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
 }  // namespace
 
 Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress) {
@@ -49,10 +77,77 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
   Progress bar("bench infer", int64_t(o.prefill_lengths.size()) + 3);
   int64_t step = 0;
 
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t L : o.prefill_lengths) prompts.push_back(random_tokens(L, c.vocab_size, o.seed + uint64_t(L)));
+  const auto decode_prompt = random_tokens(o.decode_prompt, c.vocab_size, o.seed);
+  auto prefill_once = [&](size_t i) {
+    s.reset();
+    m.forward(s, prompts[i], LogitsFor::Last);
+  };
+  // Decode: after the prompt (its time is the time to first token), decode_tokens single-token
+  // steps (greedy); returns {time to first token, seconds per decoded token}.
+  auto decode_once = [&] {
+    s.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor logits = m.forward(s, decode_prompt, LogitsFor::Last);
+    Sampler greedy({0.f, 0, 1.f, 0});
+    int32_t id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
+    const double first = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < o.decode_tokens; ++i) {
+      logits = m.forward(s, std::span<const int32_t>(&id, 1), LogitsFor::Last);
+      id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
+    }
+    return std::pair{first, seconds_since(t0) / double(o.decode_tokens)};
+  };
+
+  // Warm-up of every shape the timed runs take (at least once), so that all they allocate is
+  // allocated here: the peak RSS read after it is the run's, and the floors' buffers, allocated
+  // next, stay out of it.
+  for (int w = 0; w < std::max(1, o.warmup); ++w) {
+    for (size_t i = 0; i < prompts.size(); ++i) prefill_once(i);
+    decode_once();
+  }
+  const size_t peak_rss = peak_rss_bytes();
+  if (progress) bar.update(++step);
+
+  // The floors, sampled between the timed repetitions; each floor is the best of its samples.
+  const double weights_and_kv = double(m.weight_bytes() + s.kv_bytes());
+  const size_t llc = bench::last_level_cache_bytes();
+  const bool fits = bench::fits_in_cache(weights_and_kv, llc);
+  std::unique_ptr<bench::BandwidthProbe> mem_probe, cache_probe;
+  std::unique_ptr<bench::GemmPeakProbe> gemm_probe;
+  bench::GemmCompute compute = bench::GemmCompute::F32;
+  if (o.measure_peaks) {
+    compute = model_compute_type(m);
+    gemm_probe = std::make_unique<bench::GemmPeakProbe>(compute);
+    mem_probe = std::make_unique<bench::BandwidthProbe>(o.memory_probe_bytes ? o.memory_probe_bytes
+                                                                              : bench::memory_probe_bytes());
+    if (fits) cache_probe = std::make_unique<bench::BandwidthProbe>(size_t(weights_and_kv));
+  }
+  std::vector<double> gemm_gflops, mem_gbs, cache_gbs;
+  auto sample_gemm = [&] {
+    if (gemm_probe) gemm_gflops.push_back(gemm_probe->sample());
+  };
+  auto sample_bandwidth = [&] {
+    if (mem_probe)
+      for (int i = 0; i < 2; ++i) mem_gbs.push_back(mem_probe->pass());
+    if (cache_probe)
+      for (int i = 0; i < 2; ++i) cache_gbs.push_back(cache_probe->pass());
+  };
+
   Json::Array prefill;
-  for (int64_t L : o.prefill_lengths) {
-    const auto toks = random_tokens(L, c.vocab_size, o.seed + uint64_t(L));
-    Stats st = measure([&] { s.reset(); m.forward(s, toks, LogitsFor::Last); }, o.warmup, o.reps);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t L = o.prefill_lengths[i];
+    std::vector<double> t;
+    sample_gemm();
+    for (int rep = 0; rep < o.reps; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      prefill_once(i);
+      t.push_back(seconds_since(t0));
+      sample_gemm();
+    }
+    const Stats st = Stats::of(std::move(t));
     const double flops = m.forward_flops(L, 0, LogitsFor::Last);
     Json r = Json::Object{{"tokens", L}, {"seconds", st.to_json()}, {"tokens_per_s", double(L) / st.median},
                           {"tokens_per_s_min", double(L) / st.max}, {"tokens_per_s_max", double(L) / st.min},
@@ -62,25 +157,13 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
   }
   out["prefill"] = Json(std::move(prefill));
 
-  // Decode: after an untimed prompt, time decode_tokens single-token steps (greedy).
-  const auto prompt = random_tokens(o.decode_prompt, c.vocab_size, o.seed);
   std::vector<double> per_token, ttft;
-  for (int rep = 0; rep < o.warmup + o.reps; ++rep) {
-    s.reset();
-    auto t0 = std::chrono::steady_clock::now();
-    Tensor logits = m.forward(s, prompt, LogitsFor::Last);
-    Sampler greedy({0.f, 0, 1.f, 0});
-    int32_t id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
-    const double first = seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < o.decode_tokens; ++i) {
-      logits = m.forward(s, std::span<const int32_t>(&id, 1), LogitsFor::Last);
-      id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
-    }
-    if (rep >= o.warmup) {
-      per_token.push_back(seconds_since(t0) / double(o.decode_tokens));
-      ttft.push_back(first);
-    }
+  sample_bandwidth();
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const auto [first, tok] = decode_once();
+    ttft.push_back(first);
+    per_token.push_back(tok);
+    sample_bandwidth();
   }
   if (progress) bar.update(++step);
   const Stats dec = Stats::of(per_token), first = Stats::of(ttft);
@@ -92,24 +175,71 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
   out["decode"] = std::move(d);
   out["time_to_first_token_s"] = first.to_json();
 
-  // The machine's floors are measured last, so that their buffers stay out of the peak RSS above.
-  const size_t peak_rss = peak_rss_bytes();
   if (o.measure_peaks) {
-    const double bw = bench::measure_bandwidth_gbs();
-    const double peak_f32 = bench::measure_gemm_peak_gflops(DType::F32);
-    const double peak_w = m.weight_dtype() == DType::F32 ? peak_f32 : bench::measure_gemm_peak_gflops(m.weight_dtype());
-    out["machine"] = Json(Json::Object{{"bandwidth_gbs", bw},
-                                       {"gemm_peak_gflops_f32", peak_f32},
-                                       {"gemm_peak_gflops_weight_type", peak_w}});
+    if (gemm_gflops.empty()) sample_gemm();  // no prefill lengths
+    Json::Array notes;
+    bool exceeded = false;
+    const double peak = best_of(gemm_gflops), mem_bw = best_of(mem_gbs);
+    Json mc = Json::Object{{"bandwidth_gbs", mem_bw},
+                           {"memory_probe", Json::Object{{"bytes", int64_t(mem_probe->bytes())}, {"gbs", samples_json(mem_gbs)}}},
+                           {"llc_bytes", int64_t(llc)},
+                           {"working_set_bytes", weights_and_kv},
+                           {"working_set_fits_llc", fits},
+                           {"gemm_peak", Json::Object{{"type", bench::gemm_compute_name(compute)}, {"how", gemm_probe->how()},
+                                                      {"gflops", samples_json(gemm_gflops)}}},
+                           {"gemm_peak_gflops", peak}};
+    const std::string pname = bench::gemm_compute_name(compute);
+    if (m.weight_types().rfind("mixed:", 0) == 0)
+      notes.push_back(cat("weight types ", m.weight_types(), ": prefill is compared with the peak of the fastest "
+                          "compute type among them, ", pname));
+    else if (compute == bench::GemmCompute::Int8)
+      notes.push_back(cat(m.weight_types(), " prefill runs the integer GEMM (activations quantized to 8 bits): compared with "
+                          "the int8 GEMM peak"));
     for (Json& r : out["prefill"].as_array()) {
-      const double gflops = r.at("gflops").as_number();
-      r["fraction_of_f32_gemm_peak"] = gflops / peak_f32;
-      r["fraction_of_weight_type_gemm_peak"] = gflops / peak_w;
+      const bench::FloorFraction f = bench::against_floor(r.at("gflops").as_number(), peak);
+      r["gemm_peak_type"] = pname;
+      r["fraction_of_gemm_peak"] = f.fraction;
+      r["floor_exceeded"] = f.exceeded;
+      if (f.exceeded) {
+        exceeded = true;
+        notes.push_back(cat("prefill ", r.at("tokens").as_int(), " ran at ", int64_t(100 * f.fraction + 0.5), "% of the ",
+                            pname, " GEMM peak: the peak measured the wrong limit; this run is flagged"));
+      }
     }
-    Json& d = out["decode"];
-    const double bytes = d.at("weight_bytes_per_token").as_number();
-    d["floor_seconds_per_token"] = bytes / (bw * 1e9);
-    d["fraction_of_bandwidth_floor"] = bytes / (bw * 1e9) / d.at("seconds_per_token").at("median").as_number();
+    // Decode's floor: the memory probe, or where the weights and KV cache fit the LLC, the
+    // better of it and the read of a buffer of the working set's size.
+    double floor = mem_bw;
+    std::string kind = "memory";
+    if (fits) {
+      const double cache_bw = best_of(cache_gbs);
+      mc["cache_probe"] = Json::Object{{"bytes", int64_t(cache_probe->bytes())}, {"gbs", samples_json(cache_gbs)}};
+      notes.push_back(cat("weights and KV cache (", int64_t(weights_and_kv / 1e6 + 0.5), " MB) fit the last-level cache "
+                          "the OS reports (", int64_t(double(llc) / 1e6 + 0.5), " MB): decode is compared with a read of a "
+                          "buffer of that size in this run (", int64_t(cache_bw + 0.5), " GB/s; memory ",
+                          int64_t(mem_bw + 0.5), " GB/s)"));
+      if (cache_bw < 1.2 * mem_bw)
+        notes.push_back("that read was not much faster than memory: the working set does not stay in cache on these "
+                        "cores (the LLC the OS reports may be the whole socket's), or the machine was too busy to tell");
+      if (cache_bw > floor) floor = cache_bw, kind = "cache";
+    }
+    Json& dj = out["decode"];
+    const bench::FloorFraction f = bench::against_floor(dj.at("gbs").as_number(), floor);
+    dj["bandwidth_floor"] = Json::Object{{"kind", kind}, {"gbs", floor}};
+    dj["floor_seconds_per_token"] = bytes / (floor * 1e9);
+    dj["fraction_of_bandwidth_floor"] = f.fraction;
+    dj["floor_exceeded"] = f.exceeded;
+    if (f.exceeded) {
+      exceeded = true;
+      notes.push_back(cat("decode read its weights at ", int64_t(100 * f.fraction + 0.5), "% of the ", kind,
+                          " bandwidth floor: the floor measured the wrong limit; this run is flagged"));
+    }
+    const Stats ms = Stats::of(mem_gbs);
+    if (ms.spread() > 0.10)
+      notes.push_back(cat("the memory probe's readings spread by ", int64_t(100 * ms.spread() + 0.5), "% (",
+                          int64_t(ms.min + 0.5), " to ", int64_t(ms.max + 0.5), " GB/s): the machine was noisy"));
+    out["machine"] = std::move(mc);
+    out["floor_exceeded"] = exceeded;
+    out["notes"] = Json(std::move(notes));
   }
   if (progress) bar.update(++step);
   const MemoryAccount mem = m.memory(s);
