@@ -19,7 +19,7 @@
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
 #include "genperf/tensor.h"
-#include "ops/ops.h"
+#include "genperf/ops.h"
 
 namespace genperf::bench {
 

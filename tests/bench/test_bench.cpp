@@ -118,7 +118,9 @@ TEST(Bench, InferFloorsAreFlagged) {
   const bool fits = mc.at("working_set_fits_llc").as_bool();
   EXPECT_EQ(fits, mc.at("llc_bytes").as_int() > 0);
   EXPECT_EQ(mc.find("cache_probe") != nullptr, fits);
-  if (fits) EXPECT_EQ(r.at("notes").as_array().empty(), false);
+  if (fits) {
+    EXPECT_EQ(r.at("notes").as_array().empty(), false);
+  }
   EXPECT_GE(d.at("bandwidth_floor").at("gbs").as_number(), mc.at("bandwidth_gbs").as_number());
 }
 
