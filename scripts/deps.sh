@@ -12,7 +12,7 @@ case "${1:-}" in
       libgtest-dev libgmock-dev libbenchmark-dev
       libdnnl-dev libsentencepiece-dev sentencepiece libpcre2-dev
       python3-numpy python3-sentencepiece
-      clang libclang-rt-14-dev
+      clang libclang-rt-14-dev libomp-dev  # the fuzz build (scripts/fuzz.sh): clang, its sanitizer runtimes, its OpenMP
       bible-kjv
     )
     # PyTorch for the side-by-side benchmarks, with an optimized BLAS: Debian's torch calls the
