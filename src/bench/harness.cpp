@@ -29,7 +29,8 @@ Stats Stats::of(std::vector<double> samples) {
 
 Json Stats::to_json() const {
   Json::Array a;
-  for (double x : samples) a.push_back(x);
+  a.reserve(samples.size());
+  for (double x : samples) a.emplace_back(x);
   return Json(Json::Object{{"median", median}, {"min", min}, {"max", max}, {"n", int64_t(samples.size())},
                            {"samples", Json(std::move(a))}});
 }
