@@ -6,17 +6,17 @@ figure, the median of the per-round ratios B/A with min and max. No speed is los
 median ratio is >= 0.97 (issue 22). Never run in CI.
 
   /usr/bin/python3 bench/compare_builds.py --old /work/base/build/genperf --new build/genperf --rounds 3
-  ... --suite infer|train|all   --threads 2
+  ... --suite infer|train|all   --threads 2   --isa avx2 (both builds at that level)
 """
 import argparse, json, os, statistics, subprocess, sys
 
-INFER = [  # (model, dtype) for bench infer; prefill 128,512 and decode are read from each record
-    ("random:110m", "bf16"), ("models/default", None),
-]
-TRAIN = [  # (shape, precision, attn)
-    ("default", "f32", "flash"), ("default", "f32", "naive"), ("default", "bf16", "flash"),
-    ("110m", "f32", "flash"), ("110m", "bf16", "flash"),
-]
+# (model, dtype) for bench infer; prefill 128,512 and decode are read from each record. A model
+# named q4_k:<shape> or q8_0:<shape> is quantized once, by build A, into --workdir (uniform recipe),
+# and both builds read that file.
+INFER = [(f"{t}:{shape}", "bf16" if t == "bf16" else None)
+         for shape in ("110m", "default") for t in ("bf16", "q4_k", "q8_0")]
+TRAIN = [(shape, prec, attn)  # bench train
+         for shape in ("default", "110m") for prec in ("f32", "bf16") for attn in ("flash", "naive")]
 
 
 def run(cmd, env):
@@ -41,14 +41,27 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--train-steps-seq", default="256", help="bench train --seq")
+    ap.add_argument("--isa", help="GENPERF_ISA for both builds (e.g. avx2)")
+    ap.add_argument("--workdir", default="/tmp/genperf-compare", help="quantized models (reused)")
     a = ap.parse_args()
     env = dict(os.environ, GENPERF_THREADS=str(a.threads))
+    if a.isa: env["GENPERF_ISA"] = a.isa
     configs = []
     if a.suite in ("infer", "all"):
-        for model, dtype in INFER:
+        os.makedirs(a.workdir, exist_ok=True)
+        for name, dtype in INFER:
+            kind, shape = name.split(":")
+            model = f"random:{shape}"
+            if kind != "bf16":
+                model = os.path.join(a.workdir, f"{shape}-{kind}.gguf")
+                if not os.path.exists(model):
+                    r = subprocess.run([a.old, "quantize", "--model", f"random:{shape}", "--recipe",
+                                        f"uniform:{kind}", "--out", model], capture_output=True, text=True, env=env)
+                    if r.returncode != 0:
+                        sys.exit(f"compare_builds: quantizing {name} failed:\n{r.stderr[-2000:]}")
             args = ["bench", "infer", "--model", model, "--reps", str(a.reps), "--json", "--no-peaks"]
             if dtype: args += ["--dtype", dtype]
-            configs.append((f"infer {model}" + (f" {dtype}" if dtype else ""), args, infer_figures))
+            configs.append((f"infer {shape} {kind}", args, infer_figures))
     if a.suite in ("train", "all"):
         for shape, prec, attn in TRAIN:
             args = ["bench", "train", "--model", f"random:{shape}", "--precision", prec, "--attn", attn,
@@ -76,7 +89,7 @@ def main():
         print(f"| {name} | {fig} | {statistics.median(values[(name, fig, 'A')]):.1f} | "
               f"{statistics.median(values[(name, fig, 'B')]):.1f} | {med:.3f} | {min(r):.3f} | {max(r):.3f} |")
     print(f"\nlowest median ratio {worst:.3f} ({'>=' if worst >= 0.97 else '<'} 0.97); {a.rounds} rounds, "
-          f"{a.reps} reps, {a.threads} threads; A = {a.old}, B = {a.new}")
+          f"{a.reps} reps, {a.threads} threads{'; GENPERF_ISA=' + a.isa if a.isa else ''}; A = {a.old}, B = {a.new}")
 
 
 if __name__ == "__main__":
