@@ -105,7 +105,7 @@ struct ActivationMemory {
   size_t logits = 0;            // [B*T, V] (their gradient reuses them) and lse per row
   size_t backward = 0;          // gradient scratch of one layer
   size_t attention_backward = 0;  // naive: per-thread [T, T] scratch; GQA: per-head dk/dv
-  size_t bf16_operands = 0;  // Precision::Bf16: matmul operands rounded to bf16 (layers.h)
+  size_t bf16_operands = 0;  // Precision::Bf16: matmul operands rounded to bf16 (genperf/ops_train.h)
   size_t lora = 0;           // LoRA: s·dropout(x)·A^T per adapter [N, r] and adapter scratch
   size_t total() const;
   Json to_json() const;

@@ -9,10 +9,61 @@
 #include <cstdint>
 #include <span>
 
+#include "genperf/error.h"
 #include "genperf/ops.h"
+#include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 
 namespace genperf::ops {
+
+// The float kernels of the training ops (genperf/ops_train.h), the same arguments without the
+// device. (The double versions are the float64 reference and run on the CPU.)
+struct TrainKernels {
+  void (*embedding_forward)(float* out, const int32_t* tokens, const float* wte, int64_t N,
+                            int64_t C, int64_t V) = nullptr;
+  void (*embedding_backward)(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                             int64_t C) = nullptr;
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* inp, const float* w, int64_t N,
+                          int64_t C, double eps) = nullptr;
+  void (*rmsnorm_backward)(float* dinp, float* dw, const float* dout, const float* inp,
+                           const float* w, const float* rstd, int64_t N, int64_t C) = nullptr;
+  void (*rope_forward)(float* x, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
+                       const RopeTable<float>& rt, RopeStyle style) = nullptr;
+  void (*rope_backward)(float* dx, int64_t ldx, int64_t N, int64_t heads, int64_t HS,
+                        const RopeTable<float>& rt, RopeStyle style) = nullptr;
+  void (*swiglu_forward)(float* out, const float* gu, int64_t N, int64_t FF) = nullptr;
+  void (*swiglu_backward)(float* dgu, const float* dout, const float* gu, int64_t N,
+                          int64_t FF) = nullptr;
+  void (*matmul_forward)(float* out, const float* inp, const float* w, const float* bias,
+                         int64_t N, int64_t IC, int64_t OC, const Bf16Scratch* bf16) = nullptr;
+  void (*matmul_backward)(float* dinp, float* dw, float* dbias, const float* dout,
+                          const float* inp, const float* w, int64_t N, int64_t IC, int64_t OC,
+                          const Bf16Scratch* bf16) = nullptr;
+  void (*lora_forward)(float* y, int64_t ldy, float* v, float* xd, const float* x, const float* A,
+                       const float* B, const LoraShape& s) = nullptr;
+  void (*lora_backward)(float* dx, float* dA, float* dB, const float* dy, int64_t ldy,
+                        const float* x, const float* v, const float* A, const float* B, float* xd,
+                        float* dv, const LoraShape& s) = nullptr;
+  double (*crossentropy_forward)(float* lse, const float* logits, const int32_t* targets,
+                                 int64_t N, int64_t V, int64_t* count) = nullptr;
+  void (*crossentropy_backward)(float* dlogits, const float* logits, const float* lse,
+                                const int32_t* targets, int64_t N, int64_t V,
+                                double dloss) = nullptr;
+  void (*residual_forward)(float* out, const float* a, const float* b, int64_t n) = nullptr;
+  void (*residual_backward)(float* dres, const float* dbranch, int64_t n) = nullptr;
+  void (*attention_forward_naive)(float* out, float* probs, const float* qkv,
+                                  const AttnShape& s) = nullptr;
+  void (*attention_backward_naive)(float* dqkv, const float* dout, const float* qkv,
+                                   const float* probs, const AttnShape& s) = nullptr;
+  void (*attention_forward_flash)(float* out, float* lse, const float* qkv,
+                                  const AttnShape& s) = nullptr;
+  void (*attention_backward_flash)(float* dqkv, const float* dout, const float* qkv,
+                                   const float* out, const float* lse, const AttnShape& s) = nullptr;
+  void (*adamw_step)(float* p, const float* g, float* m, float* v, int64_t n,
+                     const AdamWStep& s) = nullptr;
+  double (*sum_squares)(const float* x, int64_t n) = nullptr;
+  void (*scale)(float* x, int64_t n, float k) = nullptr;
+};
 
 struct Backend {
   const char* name = "";  // "CPU", "CUDA": the device as errors name it
@@ -30,7 +81,15 @@ struct Backend {
   void (*attention)(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads,
                     int64_t nkv_heads, int64_t q_pos0, float scale, Tensor& out, int64_t T,
                     int64_t S, int64_t D) = nullptr;
+  TrainKernels train;
 };
+
+// The backend's kernel for the op, or "[op] has no CUDA kernel".
+template <typename Fn>
+Fn backend_kernel(Fn fn, const char* op, const Backend& b) {
+  GP_CHECK(fn != nullptr, "[", op, "] has no ", b.name, " kernel");
+  return fn;
+}
 
 // The table of a device. Each backend defines its own (src/backend/<device>/).
 const Backend& backend(Device d);

@@ -201,13 +201,6 @@ const Backend& backend_for(const char* op, std::initializer_list<Arg> args) {
   return backend(first ? first->t->device() : Device::CPU);
 }
 
-// The backend's kernel for the op, or an error naming what is missing.
-template <typename Fn>
-Fn kernel(Fn fn, const char* op, const Backend& b) {
-  GP_CHECK(fn != nullptr, "[", op, "] has no ", b.name, " kernel");
-  return fn;
-}
-
 }  // namespace
 
 const Backend& backend(Device d) { return d == Device::CUDA ? cuda_backend() : cpu_backend(); }
@@ -215,7 +208,7 @@ const Backend& backend(Device d) { return d == Device::CUDA ? cuda_backend() : c
 void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const auto d = detail::check_linear(x, w, bias, y);
   const Backend& b = backend_for("linear", {{"x", &x}, {"w", &w}, {"bias", bias}, {"y", &y}});
-  kernel(b.linear, "linear", b)(x, w, bias, y, d.T, d.K, d.N);
+  backend_kernel(b.linear, "linear", b)(x, w, bias, y, d.T, d.K, d.N);
 }
 
 void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
@@ -228,57 +221,57 @@ void linear_many(const Tensor& x, std::span<const LinearOut> outs) {
     K = d.K;
   }
   const Backend& b = backend_for("linear_many", {{"x", &x}});
-  if (!outs.empty()) kernel(b.linear_many, "linear_many", b)(x, outs, T, K);
+  if (!outs.empty()) backend_kernel(b.linear_many, "linear_many", b)(x, outs, T, K);
 }
 
 Tensor prepare_weight(const Tensor& w) {
   GP_CHECK(w.defined(), "[prepare_weight] undefined tensor");
   const Backend& b = backend_for("prepare_weight", {{"w", &w}});
-  return kernel(b.prepare_weight, "prepare_weight", b)(w);
+  return backend_kernel(b.prepare_weight, "prepare_weight", b)(w);
 }
 
 void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
   detail::check_embedding(table, ids, out);
   const Backend& b = backend_for("embedding", {{"table", &table}, {"out", &out}});
-  kernel(b.embedding, "embedding", b)(table, ids, out);
+  backend_kernel(b.embedding, "embedding", b)(table, ids, out);
 }
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   detail::check_rms_norm(x, w, y);
   const Backend& b = backend_for("rms_norm", {{"x", &x}, {"w", &w}, {"y", &y}});
-  kernel(b.rms_norm, "rms_norm", b)(x, w, eps, y);
+  backend_kernel(b.rms_norm, "rms_norm", b)(x, w, eps, y);
 }
 
 void rope(Tensor& x, int64_t nheads, std::span<const int32_t> pos, std::span<const float> inv_freq,
           RopeStyle style) {
   const int64_t D = detail::check_rope(x, nheads, pos, inv_freq);
   const Backend& b = backend_for("rope", {{"x", &x}});
-  kernel(b.rope, "rope", b)(x, nheads, D, pos, inv_freq, style);
+  backend_kernel(b.rope, "rope", b)(x, nheads, D, pos, inv_freq, style);
 }
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   detail::check_silu_mul(gate, up, out);
   const Backend& b = backend_for("silu_mul", {{"gate", &gate}, {"up", &up}, {"out", &out}});
-  kernel(b.silu_mul, "silu_mul", b)(gate, up, out);
+  backend_kernel(b.silu_mul, "silu_mul", b)(gate, up, out);
 }
 
 void add_inplace(Tensor& x, const Tensor& y) {
   detail::check_add(x, y);
   const Backend& b = backend_for("add_inplace", {{"x", &x}, {"y", &y}});
-  kernel(b.add_inplace, "add_inplace", b)(x, y);
+  backend_kernel(b.add_inplace, "add_inplace", b)(x, y);
 }
 
 void store_rows(const Tensor& src, Tensor& dst) {
   detail::check_store_rows(src, dst);
   const Backend& b = backend_for("store_rows", {{"src", &src}, {"dst", &dst}});
-  kernel(b.store_rows, "store_rows", b)(src, dst);
+  backend_kernel(b.store_rows, "store_rows", b)(src, dst);
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t nheads, int64_t nkv_heads,
                int64_t q_pos0, float scale, Tensor& out) {
   const auto d = detail::check_attention(q, k, v, nheads, nkv_heads, q_pos0, out);
   const Backend& b = backend_for("attention", {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
-  kernel(b.attention, "attention", b)(q, k, v, nheads, nkv_heads, q_pos0, scale, out, d.T, d.S, d.D);
+  backend_kernel(b.attention, "attention", b)(q, k, v, nheads, nkv_heads, q_pos0, scale, out, d.T, d.S, d.D);
 }
 
 // Each query row t attends to q_pos0 + t + 1 keys: 2·D FLOPs for the score and 2·D for the

@@ -58,7 +58,7 @@ BufferSizes buffer_sizes(const LlamaConfig& c, const TrainOptions& o, int64_t B,
   b.dgu = N * 2 * FF;
   b.attn_scratch = size_t(threads) * per_thread + size_t(attention_gqa_scratch(s));
   if (bf16) {
-    // Every layer matmul fits whole; the lm_head runs in blocks of output channels (layers.h).
+    // Every layer matmul fits whole; the lm_head runs in blocks of output channels (genperf/ops_train.h).
     b.bf16_inp = N * std::max({C, AO, FF});
     b.bf16_dout = N * std::max({QKV, C, 2 * FF});
     b.bf16_w = std::max({QKV * C, C * AO, 2 * FF * C, C * FF});

@@ -1,5 +1,5 @@
-// The whole Llama model's forward and backward over flat parameter buffers, built from the layer
-// functions of layers.h and templated like them: LlamaGraph<float> trains (TrainModel wraps it),
+// The whole Llama model's forward and backward over flat parameter buffers, built from the
+// training ops (genperf/ops_train.h) and templated like them: LlamaGraph<float> trains (TrainModel wraps it),
 // LlamaGraph<double> checks whole-model gradients against finite differences.
 //
 // Shape legend: B sequences, T tokens each, N = B*T rows, C hidden size, V vocabulary,
@@ -13,9 +13,38 @@
 #include <vector>
 
 #include "genperf/train.h"
-#include "train/layers.h"
+#include "genperf/ops_train.h"
 
 namespace genperf::train {
+
+// The training ops this graph is built from.
+using ops::AttnShape;
+using ops::Bf16Scratch;
+using ops::LoraShape;
+using ops::RopeTable;
+using ops::attention_backward_flash;
+using ops::attention_backward_naive;
+using ops::attention_forward_flash;
+using ops::attention_forward_naive;
+using ops::attention_gqa_scratch;
+using ops::crossentropy_backward;
+using ops::crossentropy_forward;
+using ops::embedding_backward;
+using ops::embedding_forward;
+using ops::lora_backward;
+using ops::lora_forward;
+using ops::lora_key;
+using ops::matmul_backward;
+using ops::matmul_forward;
+using ops::residual_backward;
+using ops::residual_forward;
+using ops::rmsnorm_backward;
+using ops::rmsnorm_forward;
+using ops::rope_backward;
+using ops::rope_forward;
+using ops::rope_table;
+using ops::swiglu_backward;
+using ops::swiglu_forward;
 
 // Offsets (elements) of one layer's parameters in the flat buffer. The q, k, v weights are
 // adjacent and form one fused [QKV, C] matrix (one GEMM instead of three); so do their biases,

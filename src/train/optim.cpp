@@ -1,28 +1,17 @@
 // AdamW, the learning-rate schedule, gradient norm and clipping, and one optimizer step with
-// gradient accumulation. Every loop is elementwise or reduces over fixed chunks in a fixed
-// order, so results do not depend on the thread count.
-#include <omp.h>
-
+// gradient accumulation. The loops over parameters are the optimizer ops of genperf/ops_train.h,
+// whose results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
 
-#include "backend/cpu/train_kernels.h"
 #include "genperf/error.h"
-#include "genperf/runtime.h"
-#include "genperf/train.h"
 #include "genperf/ops.h"
+#include "genperf/ops_train.h"
+#include "genperf/train.h"
 
 namespace genperf {
-namespace {
-
-constexpr size_t kChunk = size_t(1) << 16;  // elements per task (and per partial sum of grad_norm)
-constexpr size_t kParallelElems = size_t(1) << 15;
-
-int threads_for(size_t n) { return n >= kParallelElems ? num_threads() : 1; }
-
-}  // namespace
 
 AdamW::AdamW(size_t num_params, AdamWOptions o) : o_(o), m_(num_params, 0.0f), v_(num_params, 0.0f) {
   GP_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 && o.weight_decay >= 0,
@@ -31,7 +20,7 @@ AdamW::AdamW(size_t num_params, AdamWOptions o) : o_(o), m_(num_params, 0.0f), v
 }
 
 // The update in PyTorch's order: decay, moments, then p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps),
-// over chunks of each segment (the backend's adamw_update, backend/cpu/train_kernels.h).
+// on each segment (ops::adamw_step).
 void AdamW::step(std::span<float> params, std::span<const float> grads,
                  std::span<const ParamSegment> segments, float lr) {
   GP_CHECK(params.size() == m_.size() && grads.size() == m_.size(), "[adamw] ", params.size(),
@@ -39,17 +28,14 @@ void AdamW::step(std::span<float> params, std::span<const float> grads,
   ++t_;
   const double bc1 = 1.0 - std::pow(double(o_.beta1), double(t_));
   const double bc2 = 1.0 - std::pow(double(o_.beta2), double(t_));
-  cpu::AdamWStep st{1.0f, o_.beta1, o_.beta2, float(double(lr) / bc1), float(1.0 / std::sqrt(bc2)), o_.eps};
+  ops::AdamWStep st{1.0f, o_.beta1, o_.beta2, float(double(lr) / bc1), float(1.0 / std::sqrt(bc2)), o_.eps};
   for (const ParamSegment& s : segments) {
     GP_CHECK(s.offset + s.count <= m_.size(), "[adamw] segment ", s.offset, " + ", s.count,
              " exceeds ", m_.size(), " parameters");
     st.keep = s.decay ? 1.0f - lr * o_.weight_decay : 1.0f;
-    const size_t chunks = (s.count + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(threads_for(s.count)) schedule(static)
-    for (size_t c = 0; c < chunks; ++c) {
-      const size_t i = s.offset + c * kChunk, n = std::min(kChunk, s.count - c * kChunk);
-      cpu::adamw_update(params.data() + i, grads.data() + i, m_.data() + i, v_.data() + i, int64_t(n), st);
-    }
+    const size_t i = s.offset;
+    ops::adamw_step(params.data() + i, grads.data() + i, m_.data() + i, v_.data() + i,
+                    int64_t(s.count), st);
   }
 }
 
@@ -63,14 +49,7 @@ float LrSchedule::at(int64_t step) const {
 }
 
 double grad_norm(std::span<const float> grads) {
-  const size_t n = grads.size(), chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(chunks, 0.0);
-#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
-  for (size_t c = 0; c < chunks; ++c)
-    part[c] = cpu::sum_squares(grads.data() + c * kChunk, int64_t(std::min(kChunk, n - c * kChunk)));
-  double total = 0;
-  for (double s : part) total += s;
-  return std::sqrt(total);
+  return std::sqrt(ops::sum_squares(grads.data(), int64_t(grads.size())));
 }
 
 double clip_grad_norm(std::span<float> grads, double max_norm) {
@@ -78,11 +57,7 @@ double clip_grad_norm(std::span<float> grads, double max_norm) {
   GP_CHECK(std::isfinite(norm), "[clip_grad_norm] the gradient norm is ", norm,
            " (a NaN or infinity in the gradients)");
   if (max_norm > 0 && norm > max_norm) {
-    const float k = float(max_norm / (norm + 1e-6));
-    float* g = grads.data();
-    const size_t n = grads.size();
-#pragma omp parallel for simd num_threads(threads_for(n)) schedule(static)
-    for (size_t i = 0; i < n; ++i) g[i] *= k;
+    ops::scale(grads.data(), int64_t(grads.size()), float(max_norm / (norm + 1e-6)));
   }
   return norm;
 }

@@ -10,6 +10,7 @@
 
 #include "genperf/error.h"
 #include "genperf/ops.h"
+#include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 #include "ops/backend.h"
 
@@ -61,6 +62,43 @@ TEST(Backend, MissingCudaKernelsFailByName) {
       {"add_inplace", [&] { ops::add_inplace(x2, x); }},
       {"store_rows", [&] { ops::store_rows(x, x2); }},
       {"attention", [&] { ops::attention(x, kv, kv, 2, 2, 4, 0.125f, x2); }},
+  };
+  for (const auto& [op, fn] : cases)
+    EXPECT_EQ(error_of(fn), "[" + op + "] has no CUDA kernel") << op;
+}
+
+// The training table: every float kernel on the CPU; on CUDA, each op fails by name before
+// touching memory, and the float64 references refuse any device but the CPU.
+TEST(Backend, TrainingOpsFollowTheDevice) {
+  const ops::TrainKernels& t = ops::backend(Device::CPU).train;
+  EXPECT_TRUE(t.embedding_forward && t.embedding_backward && t.rmsnorm_forward && t.rmsnorm_backward &&
+              t.rope_forward && t.rope_backward && t.swiglu_forward && t.swiglu_backward &&
+              t.matmul_forward && t.matmul_backward && t.lora_forward && t.lora_backward &&
+              t.crossentropy_forward && t.crossentropy_backward && t.residual_forward &&
+              t.residual_backward && t.attention_forward_naive && t.attention_backward_naive &&
+              t.attention_forward_flash && t.attention_backward_flash && t.adamw_step &&
+              t.sum_squares && t.scale);
+  std::vector<float> f(64, 0.f);
+  std::vector<double> d(64, 0.0);
+  ops::AttnShape s;
+  s.T = 2, s.HS = 4;
+  const auto cuda = Device::CUDA;
+  EXPECT_EQ(error_of([&] { ops::residual_forward(f.data(), f.data(), f.data(), 8, Device::CPU); }), "");
+  EXPECT_EQ(error_of([&] { ops::residual_forward(d.data(), d.data(), d.data(), 8, cuda); }),
+            "[residual_forward] the float64 reference runs on the CPU, not cuda");
+  if (ops::backend(cuda).train.matmul_forward) GTEST_SKIP() << "this build has CUDA training kernels";
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"matmul_forward",
+       [&] { ops::matmul_forward<float>(f.data(), f.data(), f.data(), nullptr, 2, 4, 4, nullptr, cuda); }},
+      {"attention_forward_flash",
+       [&] { ops::attention_forward_flash(f.data(), f.data(), f.data(), s, cuda); }},
+      {"rmsnorm_backward",
+       [&] {
+         float* p = f.data();
+         ops::rmsnorm_backward(p, p, p, p, p, p, 2, 4, cuda);
+       }},
+      {"adamw_step", [&] { ops::adamw_step(f.data(), f.data(), f.data(), f.data(), 8, {}, cuda); }},
+      {"sum_squares", [&] { ops::sum_squares(f.data(), 8, cuda); }},
   };
   for (const auto& [op, fn] : cases)
     EXPECT_EQ(error_of(fn), "[" + op + "] has no CUDA kernel") << op;

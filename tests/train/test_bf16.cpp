@@ -14,11 +14,11 @@
 #include "genperf/llama.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
-#include "train/layers.h"
+#include "genperf/ops_train.h"
 #include "train/train_test_util.h"
 
 using namespace genperf;
-using namespace genperf::train;
+using namespace genperf::ops;
 using namespace genperf::testing;
 
 namespace {

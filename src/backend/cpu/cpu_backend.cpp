@@ -1,6 +1,7 @@
 // The CPU backend's table (ops/backend.h): every op has a kernel here. The drivers (cpu_ops.h)
 // pick the ISA level's kernels at run time.
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/train_ops.h"
 #include "ops/backend.h"
 
 namespace genperf::ops {
@@ -19,6 +20,30 @@ const Backend& cpu_backend() {
     b.add_inplace = cpu::add_inplace;
     b.store_rows = cpu::store_rows;
     b.attention = cpu::attention;
+    TrainKernels& t = b.train;
+    t.embedding_forward = cpu::embedding_forward<float>;
+    t.embedding_backward = cpu::embedding_backward<float>;
+    t.rmsnorm_forward = cpu::rmsnorm_forward<float>;
+    t.rmsnorm_backward = cpu::rmsnorm_backward<float>;
+    t.rope_forward = cpu::rope_forward<float>;
+    t.rope_backward = cpu::rope_backward<float>;
+    t.swiglu_forward = cpu::swiglu_forward<float>;
+    t.swiglu_backward = cpu::swiglu_backward<float>;
+    t.matmul_forward = cpu::matmul_forward<float>;
+    t.matmul_backward = cpu::matmul_backward<float>;
+    t.lora_forward = cpu::lora_forward<float>;
+    t.lora_backward = cpu::lora_backward<float>;
+    t.crossentropy_forward = cpu::crossentropy_forward<float>;
+    t.crossentropy_backward = cpu::crossentropy_backward<float>;
+    t.residual_forward = cpu::residual_forward<float>;
+    t.residual_backward = cpu::residual_backward<float>;
+    t.attention_forward_naive = cpu::attention_forward_naive<float>;
+    t.attention_backward_naive = cpu::attention_backward_naive<float>;
+    t.attention_forward_flash = cpu::attention_forward_flash<float>;
+    t.attention_backward_flash = cpu::attention_backward_flash<float>;
+    t.adamw_step = cpu::adamw_step;
+    t.sum_squares = cpu::sum_squares_chunked;
+    t.scale = cpu::scale_chunked;
     return b;
   }();
   return table;

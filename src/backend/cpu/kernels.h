@@ -14,6 +14,7 @@
 
 #include "backend/cpu/qkernels.h"
 #include "genperf/dtype.h"
+#include "genperf/ops_train.h"
 
 namespace genperf::cpu {
 
@@ -63,11 +64,7 @@ inline size_t attention_scratch_floats(int64_t D) {
   return size_t((D + kAttnKeyBlock + 3) * kAttnQueryBlock + kAttnKeyBlock);
 }
 
-// One AdamW update of n elements: p *= keep; m, v moments;
-// p -= step_size m / (sqrt(v) inv_bc2_sqrt + eps).
-struct AdamWStep {
-  float keep, beta1, beta2, step_size, inv_bc2_sqrt, eps;
-};
+using ops::AdamWStep;  // one AdamW update (genperf/ops_train.h)
 
 // Small dense products (attention tiles of training, per-head products of naive attention):
 // C[M,N] = (accumulate ? C : 0) + alpha · op(A) · B[K,N], row-major, leading dimensions in

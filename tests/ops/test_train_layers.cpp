@@ -1,4 +1,4 @@
-// Layer functions of training (src/train/layers.h): backward against central finite differences
+// Training ops (genperf/ops_train.h): backward against central finite differences
 // in float64, the invariant "parameter gradients +=, activation gradients =", and the float
 // path (oneDNN GEMMs, SIMD) against the float64 one.
 #include <gtest/gtest.h>
@@ -8,11 +8,11 @@
 #include <limits>
 
 #include "genperf/error.h"
-#include "train/layers.h"
+#include "genperf/ops_train.h"
 #include "train/train_test_util.h"
 
 using namespace genperf;
-using namespace genperf::train;
+using namespace genperf::ops;
 using namespace genperf::testing;
 
 namespace {

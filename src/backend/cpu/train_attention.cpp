@@ -1,4 +1,4 @@
-// Causal grouped-query attention forward and backward, two ways (layers.h):
+// The CPU kernels of grouped-query attention forward and backward (genperf/ops_train.h), two ways:
 //   naive: per (sequence, head) the full score matrix S = q k^T / sqrt(HS) and its softmax P are
 //          materialized in probs[B, NH, T, T] and kept for backward;
 //   flash: query tiles meet key tiles with an online softmax (running max m and sum l rescale
@@ -21,23 +21,10 @@
 #include <vector>
 
 #include "backend/cpu/train_kernels.h"
-#include "genperf/error.h"
+#include "backend/cpu/train_ops.h"
 #include "genperf/runtime.h"
-#include "train/layers.h"
 
-namespace genperf::train {
-
-void check_attn_shape(const char* op, const AttnShape& s) {
-  GP_CHECK(s.B > 0 && s.T > 0 && s.HS > 0, "[", op, "] empty shape: B ", s.B, ", T ", s.T, ", HS ", s.HS);
-  GP_CHECK(s.NH > 0 && s.NKV > 0 && s.NH % s.NKV == 0, "[", op, "] ", s.NH,
-           " query heads is not a multiple of ", s.NKV, " key/value heads");
-  GP_CHECK(s.q_tile > 0 && s.k_tile > 0, "[", op, "] tile sizes must be positive, got ", s.q_tile,
-           " x ", s.k_tile);
-}
-
-int64_t attention_gqa_scratch(const AttnShape& s) {
-  return s.NH == s.NKV ? 0 : 2 * s.B * s.NH * s.T * s.HS;
-}
+namespace genperf::cpu {
 
 namespace {
 
@@ -98,7 +85,7 @@ template <typename F>
 class KvGradSink {
  public:
   KvGradSink(F* dqkv, const Heads& hd) : hd_(hd), dqkv_(dqkv) {
-    if (hd.group > 1) buf_ = persistent_scratch<F>(kKvGrads, size_t(attention_gqa_scratch(hd.s)));
+    if (hd.group > 1) buf_ = persistent_scratch<F>(kKvGrads, size_t(ops::attention_gqa_scratch(hd.s)));
   }
   int64_t ld() const { return hd_.group > 1 ? hd_.s.HS : hd_.ld; }
   F* dk(int64_t b, int64_t h) { return hd_.group > 1 ? per_head(0, b, h) : hd_.k(dqkv_, b, h); }
@@ -130,9 +117,10 @@ class KvGradSink {
   F* buf_ = nullptr;
 };
 
-// Keys visible to query row i within keys [j0, j0 + Nk): those at positions <= i.
-inline int64_t visible(int64_t i, int64_t j0, int64_t Nk) {
-  return std::clamp<int64_t>(i - j0 + 1, 0, Nk);
+// Keys visible to query row i within keys [j0, j0 + Nk): causal, those at positions <= i;
+// otherwise all of them.
+inline int64_t visible(bool causal, int64_t i, int64_t j0, int64_t Nk) {
+  return causal ? std::clamp<int64_t>(i - j0 + 1, 0, Nk) : Nk;
 }
 
 }  // namespace
@@ -142,7 +130,6 @@ inline int64_t visible(int64_t i, int64_t j0, int64_t Nk) {
 
 template <typename F>
 void attention_forward_naive(F* out, F* probs, const F* qkv, const AttnShape& s) {
-  check_attn_shape("attention_forward_naive", s);
   const Heads hd(s);
   const int64_t T = s.T, HS = s.HS;
   const F scale = F(1.0 / std::sqrt(double(HS)));
@@ -153,16 +140,17 @@ void attention_forward_naive(F* out, F* probs, const F* qkv, const AttnShape& s)
     for (int64_t bh = 0; bh < s.B * s.NH; ++bh) {
       const int64_t b = bh / s.NH, h = bh % s.NH;
       F* S = probs + bh * T * T;
-      cpu::transpose_tile(hd.k(qkv, b, h), hd.ld, T, HS, kt, T);
-      cpu::gemm_tile(T, T, HS, scale, hd.q(qkv, b, h), hd.ld, kt, T, false, S, T);
+      transpose_tile(hd.k(qkv, b, h), hd.ld, T, HS, kt, T);
+      gemm_tile(T, T, HS, scale, hd.q(qkv, b, h), hd.ld, kt, T, false, S, T);
       for (int64_t i = 0; i < T; ++i) {
         F* p = S + i * T;
-        const F mx = *std::max_element(p, p + i + 1);
-        const F inv = F(1) / cpu::exp_sum(p, p, i + 1, mx);
-        for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
-        std::fill(p + i + 1, p + T, F(0));
+        const int64_t cnt = visible(s.causal, i, 0, T);
+        const F mx = *std::max_element(p, p + cnt);
+        const F inv = F(1) / exp_sum(p, p, cnt, mx);
+        for (int64_t j = 0; j < cnt; ++j) p[j] *= inv;
+        std::fill(p + cnt, p + T, F(0));
       }
-      cpu::gemm_tile(T, HS, T, F(1), S, T, hd.v(qkv, b, h), hd.ld, false, hd.o(out, b, h), hd.ldo);
+      gemm_tile(T, HS, T, F(1), S, T, hd.v(qkv, b, h), hd.ld, false, hd.o(out, b, h), hd.ldo);
     }
   }
 }
@@ -172,7 +160,6 @@ void attention_forward_naive(F* out, F* probs, const F* qkv, const AttnShape& s)
 template <typename F>
 void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* probs,
                               const AttnShape& s) {
-  check_attn_shape("attention_backward_naive", s);
   const Heads hd(s);
   const int64_t T = s.T, HS = s.HS;
   const F scale = F(1.0 / std::sqrt(double(HS)));
@@ -186,19 +173,20 @@ void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* pro
       const int64_t b = bh / s.NH, h = bh % s.NH;
       const F* P = probs + bh * T * T;
       const F* dO = hd.o(dout, b, h);
-      cpu::transpose_tile(hd.v(qkv, b, h), hd.ld, T, HS, vt, T);
-      cpu::gemm_tile(T, T, HS, F(1), dO, hd.ldo, vt, T, false, ds, T);
+      transpose_tile(hd.v(qkv, b, h), hd.ld, T, HS, vt, T);
+      gemm_tile(T, T, HS, F(1), dO, hd.ldo, vt, T, false, ds, T);
       for (int64_t i = 0; i < T; ++i) {
         const F* p = P + i * T;
         F* d = ds + i * T;
         double dot = 0;
-        for (int64_t j = 0; j <= i; ++j) dot += double(p[j]) * double(d[j]);
+        for (int64_t j = 0, cnt = visible(s.causal, i, 0, T); j < cnt; ++j)
+          dot += double(p[j]) * double(d[j]);
         for (int64_t j = 0; j < T; ++j) d[j] = p[j] * (d[j] - F(dot));
       }
-      cpu::gemm_tile(T, HS, T, scale, ds, T, hd.k(qkv, b, h), hd.ld, false, hd.q(dqkv, b, h), hd.ld);
-      cpu::gemm_tile_tn(T, HS, T, scale, ds, T, hd.q(qkv, b, h), hd.ld, false, sink.dk(b, h),
+      gemm_tile(T, HS, T, scale, ds, T, hd.k(qkv, b, h), hd.ld, false, hd.q(dqkv, b, h), hd.ld);
+      gemm_tile_tn(T, HS, T, scale, ds, T, hd.q(qkv, b, h), hd.ld, false, sink.dk(b, h),
                         sink.ld());
-      cpu::gemm_tile_tn(T, HS, T, F(1), P, T, dO, hd.ldo, false, sink.dv(b, h), sink.ld());
+      gemm_tile_tn(T, HS, T, F(1), P, T, dO, hd.ldo, false, sink.dv(b, h), sink.ld());
     }
   }
   sink.reduce();
@@ -209,7 +197,6 @@ void attention_backward_naive(F* dqkv, const F* dout, const F* qkv, const F* pro
 
 template <typename F>
 void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s) {
-  check_attn_shape("attention_forward_flash", s);
   const Heads hd(s);
   const int64_t T = s.T, HS = s.HS, Bq = s.q_tile, Bk = s.k_tile;
   const int64_t tiles = (T + Bq - 1) / Bq;
@@ -229,23 +216,24 @@ void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s) {
       std::fill_n(acc, Bq * HS, F(0));
       std::fill_n(m, Bq, neg_inf);
       std::fill_n(l, Bq, F(0));
-      for (int64_t j0 = 0; j0 < i0 + M; j0 += Bk) {
-        const int64_t Nk = std::min(Bk, i0 + M - j0);
-        cpu::transpose_tile(hd.k(qkv, b, h) + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
-        cpu::gemm_tile(M, Nk, HS, scale, Q, hd.ld, kt, Bk, false, sc, Bk);
+      const int64_t keys = s.causal ? i0 + M : T;  // keys any row of this tile sees
+      for (int64_t j0 = 0; j0 < keys; j0 += Bk) {
+        const int64_t Nk = std::min(Bk, keys - j0);
+        transpose_tile(hd.k(qkv, b, h) + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
+        gemm_tile(M, Nk, HS, scale, Q, hd.ld, kt, Bk, false, sc, Bk);
         for (int64_t r = 0; r < M; ++r) {
           F* p = sc + r * Bk;
-          const int64_t cnt = visible(i0 + r, j0, Nk);
+          const int64_t cnt = visible(s.causal, i0 + r, j0, Nk);
           std::fill(p + cnt, p + Nk, F(0));
           if (cnt == 0) continue;
           const F mx = std::max(m[r], *std::max_element(p, p + cnt));
           const F corr = std::exp(m[r] - mx);
-          l[r] = l[r] * corr + cpu::exp_sum(p, p, cnt, mx);
+          l[r] = l[r] * corr + exp_sum(p, p, cnt, mx);
           m[r] = mx;
           F* a = acc + r * HS;
           for (int64_t d = 0; d < HS; ++d) a[d] *= corr;
         }
-        cpu::gemm_tile(M, HS, Nk, F(1), sc, Bk, hd.v(qkv, b, h) + j0 * hd.ld, hd.ld, true,
+        gemm_tile(M, HS, Nk, F(1), sc, Bk, hd.v(qkv, b, h) + j0 * hd.ld, hd.ld, true,
                   acc, HS);
       }
       F* O = hd.o(out, b, h) + i0 * hd.ldo;
@@ -263,7 +251,6 @@ void attention_forward_flash(F* out, F* lse, const F* qkv, const AttnShape& s) {
 template <typename F>
 void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out,
                               const F* lse, const AttnShape& s) {
-  check_attn_shape("attention_backward_flash", s);
   const Heads hd(s);
   const int64_t T = s.T, HS = s.HS, Bq = s.q_tile, Bk = s.k_tile;
   const F scale = F(1.0 / std::sqrt(double(HS)));
@@ -287,30 +274,30 @@ void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out
       }
       for (int64_t j0 = 0; j0 < T; j0 += Bk) {
         const int64_t Nk = std::min(Bk, T - j0);
-        cpu::transpose_tile(K + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
-        cpu::transpose_tile(V + j0 * hd.ld, hd.ld, Nk, HS, vt, Bk);
+        transpose_tile(K + j0 * hd.ld, hd.ld, Nk, HS, kt, Bk);
+        transpose_tile(V + j0 * hd.ld, hd.ld, Nk, HS, vt, Bk);
         std::fill_n(dk, Bk * HS, F(0));
         std::fill_n(dv, Bk * HS, F(0));
-        for (int64_t i0 = j0 / Bq * Bq; i0 < T; i0 += Bq) {
+        for (int64_t i0 = s.causal ? j0 / Bq * Bq : 0; i0 < T; i0 += Bq) {
           const int64_t M = std::min(Bq, T - i0);
-          cpu::gemm_tile(M, Nk, HS, scale, Q + i0 * hd.ld, hd.ld, kt, Bk, false, p, Bk);
+          gemm_tile(M, Nk, HS, scale, Q + i0 * hd.ld, hd.ld, kt, Bk, false, p, Bk);
           for (int64_t r = 0; r < M; ++r) {
             F* pr = p + r * Bk;
-            const int64_t cnt = visible(i0 + r, j0, Nk);
-            cpu::exp_scale(pr, pr, cnt, L[i0 + r], F(1));
+            const int64_t cnt = visible(s.causal, i0 + r, j0, Nk);
+            exp_scale(pr, pr, cnt, L[i0 + r], F(1));
             std::fill(pr + cnt, pr + Nk, F(0));
           }
-          cpu::gemm_tile_tn(Nk, HS, M, F(1), p, Bk, dO + i0 * hd.ldo, hd.ldo, true, dv, HS);
-          cpu::gemm_tile(M, Nk, HS, F(1), dO + i0 * hd.ldo, hd.ldo, vt, Bk, false, dp, Bk);
+          gemm_tile_tn(Nk, HS, M, F(1), p, Bk, dO + i0 * hd.ldo, hd.ldo, true, dv, HS);
+          gemm_tile(M, Nk, HS, F(1), dO + i0 * hd.ldo, hd.ldo, vt, Bk, false, dp, Bk);
           for (int64_t r = 0; r < M; ++r) {
             const F* pr = p + r * Bk;
             F* d = dp + r * Bk;
             const F Dr = D[i0 + r];
             for (int64_t c = 0; c < Nk; ++c) d[c] = pr[c] * (d[c] - Dr);
           }
-          cpu::gemm_tile(M, HS, Nk, scale, dp, Bk, K + j0 * hd.ld, hd.ld, true, dQ + i0 * hd.ld,
+          gemm_tile(M, HS, Nk, scale, dp, Bk, K + j0 * hd.ld, hd.ld, true, dQ + i0 * hd.ld,
                          hd.ld);
-          cpu::gemm_tile_tn(Nk, HS, M, scale, dp, Bk, Q + i0 * hd.ld, hd.ld, true, dk, HS);
+          gemm_tile_tn(Nk, HS, M, scale, dp, Bk, Q + i0 * hd.ld, hd.ld, true, dk, HS);
         }
         F *dK = sink.dk(b, h) + j0 * sink.ld(), *dV = sink.dv(b, h) + j0 * sink.ld();
         for (int64_t c = 0; c < Nk; ++c) {
@@ -334,4 +321,4 @@ GENPERF_TRAIN_ATTENTION(float)
 GENPERF_TRAIN_ATTENTION(double)
 #undef GENPERF_TRAIN_ATTENTION
 
-}  // namespace genperf::train
+}  // namespace genperf::cpu

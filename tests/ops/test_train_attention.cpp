@@ -1,9 +1,11 @@
-// Attention for training (src/train/attention.cpp): naive and flash backward against float64
+// Attention for training (genperf/ops_train.h; CPU kernels in backend/cpu/train_attention.cpp):
+// naive and flash backward against float64
 // finite differences at sequence lengths around the tile sizes, flash against naive in float
 // (forward and backward, 1e-5 relative) up to T = 257, with and without GQA, and the backend's
 // tile product (backend/cpu/train_kernels.h) at every ISA level.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -11,11 +13,11 @@
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "ops/ops_test_util.h"
-#include "train/layers.h"
+#include "genperf/ops_train.h"
 #include "train/train_test_util.h"
 
 using namespace genperf;
-using namespace genperf::train;
+using namespace genperf::ops;
 using namespace genperf::testing;
 
 namespace {
@@ -64,7 +66,7 @@ void fd_check(bool flash, const AttnShape& s) {
       attention_forward_naive(out.data(), stat.data(), qkv.data(), s);
     return dot(out, G);
   };
-  const std::string what = std::string(flash ? "flash" : "naive") + " T=" + std::to_string(s.T) +
+  const std::string what = std::string(flash ? "flash" : "naive") + (s.causal ? "" : " non-causal") + " T=" + std::to_string(s.T) +
                            " NH=" + std::to_string(s.NH) + " NKV=" + std::to_string(s.NKV) +
                            " tiles " + std::to_string(s.q_tile) + "x" + std::to_string(s.k_tile) + " dqkv";
   check_fd(what, qkv, a.dqkv, loss, r, 40);
@@ -99,6 +101,58 @@ TEST(TrainAttention, FlashMatchesNaiveInFloat) {
         const AttnRun<double> ref = run(false, s, cast<double>(qkv), cast<double>(G));
         EXPECT_LT(rel_error(naive.out, ref.out), 1e-5);
         EXPECT_LT(rel_error(flash.dqkv, ref.dqkv), 1e-5);
+      }
+    }
+}
+
+// Non-causal attention (every query sees every key of its sequence: the UNet's image attention):
+// forward against a direct float64 softmax over all keys, backward against finite differences,
+// flash against naive in float, at lengths around the tile sizes, with and without GQA.
+TEST(TrainAttention, NonCausal) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  for (int64_t T : {1, 31, 33})
+    for (auto [NH, NKV] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}}) {
+      AttnShape s = shape(2, T, NH, NKV, 8, 16, 8);
+      s.causal = false;
+      Rng r(kSeed + uint64_t(T * 7 + NKV));
+      auto qkv = randn(r, size_t(s.rows() * s.qkv_cols()));
+      std::vector<double> want(size_t(s.rows() * NH * s.HS), 0.0), sc(static_cast<size_t>(T));
+      const int64_t ld = s.qkv_cols();
+      for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < NH; ++h) {
+          const int64_t kh = h / (NH / NKV);
+          for (int64_t i = 0; i < T; ++i) {
+            const double* q = &qkv[size_t((b * T + i) * ld + h * s.HS)];
+            double mx = -1e300, sum = 0;
+            for (int64_t j = 0; j < T; ++j) {
+              const double* k = &qkv[size_t((b * T + j) * ld + (NH + kh) * s.HS)];
+              double d = 0;
+              for (int64_t c = 0; c < s.HS; ++c) d += q[c] * k[c];
+              sc[size_t(j)] = d / std::sqrt(double(s.HS));
+              mx = std::max(mx, sc[size_t(j)]);
+            }
+            for (int64_t j = 0; j < T; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
+            for (int64_t j = 0; j < T; ++j) {
+              const double* v = &qkv[size_t((b * T + j) * ld + (NH + NKV + kh) * s.HS)];
+              for (int64_t c = 0; c < s.HS; ++c)
+                want[size_t((b * T + i) * NH * s.HS + h * s.HS + c)] += sc[size_t(j)] / sum * v[c];
+            }
+          }
+        }
+      auto G = randn(r, want.size());
+      for (bool flash : {false, true}) {
+        const AttnRun<double> got = run(flash, s, qkv, G);
+        EXPECT_LT(rel_error(got.out, want), 1e-12) << (flash ? "flash" : "naive") << " T " << T;
+        fd_check(flash, s);
+      }
+      const AttnRun<float> nf = run(false, s, cast<float>(qkv), cast<float>(G));
+      const AttnRun<float> ff = run(true, s, cast<float>(qkv), cast<float>(G));
+      EXPECT_LT(rel_error(ff.out, nf.out), 1e-5) << "T " << T;
+      EXPECT_LT(rel_error(ff.dqkv, nf.dqkv), 1e-5) << "T " << T;
+      if (T > 1) {  // the causal mask changes the answer
+        AttnShape c = s;
+        c.causal = true;
+        EXPECT_GT(rel_error(run(false, c, qkv, G).out, want), 1e-3) << "T " << T;
       }
     }
 }

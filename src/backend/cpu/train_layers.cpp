@@ -1,7 +1,9 @@
-// Forward and backward of the non-attention layers (layers.h). Rows are split over OpenMP threads
-// with static schedules; sums that cross rows (norm weight and bias gradients) go through
-// per-thread partials added in thread order, so results depend only on the thread count.
-#include "train/layers.h"
+// The CPU kernels of the non-attention training ops (genperf/ops_train.h) and of the optimizer.
+// Rows are split over OpenMP threads with static schedules; sums that cross rows (norm weight and
+// bias gradients) go through per-thread partials added in thread order, so results depend only
+// on the thread count. The optimizer's loops are elementwise or reduce over fixed chunks in a
+// fixed order, so its results do not depend on the thread count at all.
+#include "backend/cpu/train_ops.h"
 
 #include <omp.h>
 
@@ -15,7 +17,7 @@
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 
-namespace genperf::train {
+namespace genperf::cpu {
 namespace {
 
 // Elements below which a loop stays on the calling thread (a parallel region costs more).
@@ -34,9 +36,9 @@ template <typename F>
 void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, const F* B,
           int64_t ldb, F beta, F* C, int64_t ldc, const char* what) {
   if constexpr (std::is_same_v<F, float>)
-    cpu::gemm_f32(ta == 'T', tb == 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, what);
+    gemm_f32(ta == 'T', tb == 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, what);
   else
-    cpu::gemm_f64(ta == 'T', tb == 'T', M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+    gemm_f64(ta == 'T', tb == 'T', M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
@@ -117,26 +119,6 @@ void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, c
 // ------------------------------------------------------------------------------------------
 // RoPE
 
-template <typename F>
-RopeTable<F> rope_table(std::span<const float> inv_freq, int64_t T) {
-  RopeTable<F> rt;
-  rt.T = T;
-  rt.half = int64_t(inv_freq.size());
-  rt.cos.resize(size_t(T * rt.half));
-  rt.sin.resize(size_t(T * rt.half));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < rt.half; ++i) {
-      F angle;
-      if constexpr (std::is_same_v<F, float>)
-        angle = float(t) * inv_freq[size_t(i)];
-      else
-        angle = F(t) * F(inv_freq[size_t(i)]);
-      rt.cos[size_t(t * rt.half + i)] = std::cos(angle);
-      rt.sin[size_t(t * rt.half + i)] = std::sin(angle);
-    }
-  return rt;
-}
-
 namespace {
 
 // Rotates each pair (a, b) by +angle (sign 1: forward) or -angle (sign -1: backward).
@@ -187,7 +169,7 @@ void swiglu_forward(F* out, const F* gu, int64_t N, int64_t FF) {
 #pragma omp parallel for num_threads(threads_for(N * FF)) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
-    cpu::swiglu_row(g, g + FF, out + n * FF, FF);
+    swiglu_row(g, g + FF, out + n * FF, FF);
   }
 }
 
@@ -198,7 +180,7 @@ void swiglu_backward(F* dgu, const F* dout, const F* gu, int64_t N, int64_t FF) 
   for (int64_t n = 0; n < N; ++n) {
     const F* g = gu + n * 2 * FF;
     F* dg = dgu + n * 2 * FF;
-    cpu::swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
+    swiglu_backward_row(g, g + FF, dout + n * FF, dg, dg + FF, FF);
   }
 }
 
@@ -222,11 +204,11 @@ int64_t bf16_block(const Bf16Scratch& s, int64_t N, int64_t IC, int64_t OC, bool
 void matmul_forward_bf16(float* out, const float* inp, const float* w, int64_t N, int64_t IC,
                          int64_t OC, const Bf16Scratch& s) {
   const int64_t ocb = bf16_block(s, N, IC, OC, false, "matmul_forward");
-  cpu::round_to_bf16(inp, IC, N, IC, s.inp.data());
+  round_to_bf16(inp, IC, N, IC, s.inp.data());
   for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
     const int64_t ob = std::min(ocb, OC - o0);
-    cpu::round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
-    cpu::gemm_bf16(false, true, N, ob, IC, s.inp.data(), IC, s.w.data(), IC, false, out + o0, OC,
+    round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+    gemm_bf16(false, true, N, ob, IC, s.inp.data(), IC, s.w.data(), IC, false, out + o0, OC,
                    "matmul_forward");
   }
 }
@@ -236,17 +218,17 @@ void matmul_forward_bf16(float* out, const float* inp, const float* w, int64_t N
 void matmul_backward_bf16(float* dinp, float* dw, const float* dout, const float* inp,
                           const float* w, int64_t N, int64_t IC, int64_t OC, const Bf16Scratch& s) {
   const int64_t ocb = bf16_block(s, N, IC, OC, true, "matmul_backward");
-  if (dw) cpu::round_to_bf16(inp, IC, N, IC, s.inp.data());
+  if (dw) round_to_bf16(inp, IC, N, IC, s.inp.data());
   for (int64_t o0 = 0; o0 < OC; o0 += ocb) {
     const int64_t ob = std::min(ocb, OC - o0);
-    cpu::round_to_bf16(dout + o0, OC, N, ob, s.dout.data());
+    round_to_bf16(dout + o0, OC, N, ob, s.dout.data());
     if (dinp) {
-      cpu::round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
-      cpu::gemm_bf16(false, false, N, IC, ob, s.dout.data(), ob, s.w.data(), IC, o0 > 0, dinp, IC,
+      round_to_bf16(w + o0 * IC, IC, ob, IC, s.w.data());
+      gemm_bf16(false, false, N, IC, ob, s.dout.data(), ob, s.w.data(), IC, o0 > 0, dinp, IC,
                      "matmul_backward");
     }
     if (dw)
-      cpu::gemm_bf16(true, false, ob, IC, N, s.dout.data(), ob, s.inp.data(), IC, true,
+      gemm_bf16(true, false, ob, IC, N, s.dout.data(), ob, s.inp.data(), IC, true,
                      dw + o0 * IC, IC, "matmul_backward");
   }
 }
@@ -300,12 +282,6 @@ void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, cons
 
 namespace {
 
-uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // xd = x · mask / (1 - p) (apply) or dx += t · mask / (1 - p) (accumulate), rows in parallel.
 template <typename F>
 void lora_dropout(F* dst, const F* src, const LoraShape& s, bool accumulate) {
@@ -314,7 +290,7 @@ void lora_dropout(F* dst, const F* src, const LoraShape& s, bool accumulate) {
   for (int64_t n = 0; n < s.N; ++n)
     for (int64_t i = 0; i < s.in; ++i) {
       const int64_t e = n * s.in + i;
-      const F kept = lora_keep(s.key, uint64_t(e), s.p) ? src[e] * inv : F(0);
+      const F kept = ops::lora_keep(s.key, uint64_t(e), s.p) ? src[e] * inv : F(0);
       dst[e] = accumulate ? dst[e] + kept : kept;
     }
 }
@@ -327,17 +303,6 @@ void scale_in_place(F* x, int64_t n, double scale) {
 }
 
 }  // namespace
-
-bool lora_keep(uint64_t key, uint64_t idx, double p) {
-  return double(mix64(key ^ mix64(idx + 0x9e3779b97f4a7c15ull)) >> 11) * 0x1p-53 >= p;
-}
-
-uint64_t lora_key(uint64_t seed, int64_t step, int64_t micro, int64_t layer, int target) {
-  uint64_t k = mix64(seed + 0x4c6f5241ull);
-  for (uint64_t v : {uint64_t(step), uint64_t(micro), uint64_t(layer), uint64_t(target)})
-    k = mix64(k ^ (v + 0x9e3779b97f4a7c15ull));
-  return k;
-}
 
 template <typename F>
 void lora_forward(F* y, int64_t ldy, F* v, F* xd, const F* x, const F* A, const F* B,
@@ -390,7 +355,7 @@ double crossentropy_forward(F* lse, const F* logits, const int32_t* targets, int
     const F* x = logits + n * V;
     F mx = x[0];
     for (int64_t v = 1; v < V; ++v) mx = std::max(mx, x[v]);
-    const F s = cpu::exp_sum(x, static_cast<F*>(nullptr), V, mx);
+    const F s = exp_sum(x, static_cast<F*>(nullptr), V, mx);
     lse[n] = mx + std::log(s);
     if (targets[n] >= 0) row_loss[size_t(n)] = double(lse[n]) - double(x[targets[n]]);
   }
@@ -416,7 +381,7 @@ void crossentropy_backward(F* dlogits, const F* logits, const F* lse, const int3
       std::fill_n(d, V, F(0));
       continue;
     }
-    cpu::exp_scale(x, d, V, lse[n], dl);
+    exp_scale(x, d, V, lse[n], dl);
     d[targets[n]] -= dl;
   }
 }
@@ -437,6 +402,40 @@ void residual_backward(F* dres, const F* dbranch, int64_t n) {
 }
 
 // ------------------------------------------------------------------------------------------
+// optimizer
+
+namespace {
+constexpr int64_t kOptChunk = int64_t(1) << 16;  // elements per task and per partial sum
+constexpr int64_t kOptParallel = int64_t(1) << 15;
+int threads_for_opt(int64_t n) { return n >= kOptParallel ? num_threads() : 1; }
+}  // namespace
+
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
+  const int64_t chunks = (n + kOptChunk - 1) / kOptChunk;
+#pragma omp parallel for num_threads(threads_for_opt(n)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t i = c * kOptChunk;
+    adamw_update(p + i, g + i, m + i, v + i, std::min(kOptChunk, n - i), s);
+  }
+}
+
+void scale_chunked(float* x, int64_t n, float k) {
+#pragma omp parallel for simd num_threads(threads_for_opt(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] *= k;
+}
+
+double sum_squares_chunked(const float* x, int64_t n) {
+  const int64_t chunks = (n + kOptChunk - 1) / kOptChunk;
+  std::vector<double> part(size_t(chunks), 0.0);
+#pragma omp parallel for num_threads(threads_for_opt(n)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    part[size_t(c)] = sum_squares(x + c * kOptChunk, std::min(kOptChunk, n - c * kOptChunk));
+  double total = 0;
+  for (double s : part) total += s;
+  return total;
+}
+
+// ------------------------------------------------------------------------------------------
 
 #define GENPERF_TRAIN_LAYERS(F)                                                                   \
   template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t, int64_t);   \
@@ -444,7 +443,6 @@ void residual_backward(F* dres, const F* dbranch, int64_t n) {
   template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, double);        \
   template void rmsnorm_backward<F>(F*, F*, const F*, const F*, const F*, const F*, int64_t,     \
                                     int64_t);                                                    \
-  template RopeTable<F> rope_table<F>(std::span<const float>, int64_t);                          \
   template void rope_forward<F>(F*, int64_t, int64_t, int64_t, int64_t, const RopeTable<F>&,     \
                                 RopeStyle);                                                      \
   template void rope_backward<F>(F*, int64_t, int64_t, int64_t, int64_t, const RopeTable<F>&,    \
@@ -470,4 +468,4 @@ GENPERF_TRAIN_LAYERS(float)
 GENPERF_TRAIN_LAYERS(double)
 #undef GENPERF_TRAIN_LAYERS
 
-}  // namespace genperf::train
+}  // namespace genperf::cpu
