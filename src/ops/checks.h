@@ -11,10 +11,16 @@
 
 namespace genperf::ops::detail {
 
-// Rows of an activation: 1 for a 1-D tensor, size(0) for a 2-D one.
-inline int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
+// An activation of any rank is a matrix of rows: [..., K] is [rows, K] with rows the product of
+// its leading dimensions (1 for a 1-D tensor), which the checks require to be collapsible (each
+// leading stride is the next one times its size), so that row i starts at i times the row stride.
+inline int64_t rows_of(const Tensor& t) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < t.ndim(); ++d) rows *= t.size(d);
+  return rows;
+}
 // Row stride in bytes (meaningless, but harmless, for a single row).
-inline size_t ld_of(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0); }
+inline size_t ld_of(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(-2); }
 
 // The scalar references read memory directly: their tensors must be on the CPU (null: skipped).
 void check_on_cpu(const char* op, std::initializer_list<const Tensor*> ts);

@@ -13,7 +13,8 @@ namespace genperf::ops {
 namespace detail {
 namespace {
 
-// Activations are f32 rows: 1-D or 2-D, innermost dimension contiguous. A KV cache (cache) may
+// Activations are f32 rows: any rank (the leading dimensions collapse into rows, checks.h),
+// innermost dimension contiguous. A KV cache (cache) may
 // also hold f16, bf16 or Q8_0, and be 3-D (head-major). Any device: the backend table is chosen
 // afterwards from the tensors' common device (backend_for).
 void check_rows(const char* op, const char* name, const Tensor& t, bool cache) {
@@ -25,9 +26,12 @@ void check_rows(const char* op, const char* name, const Tensor& t, bool cache) {
     GP_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::Q8_0, "[", op,
              "] ", name, " ", t.describe(), ": expected f32, f16, bf16 or q8_0");
   } else {
-    GP_CHECK(t.ndim() == 1 || t.ndim() == 2, "[", op, "] ", name, " ", t.describe(),
-             ": expected a 1-D or 2-D tensor");
+    GP_CHECK(t.ndim() >= 1, "[", op, "] ", name, " ", t.describe(), ": expected a tensor of rows");
     GP_CHECK(dt == DType::F32, "[", op, "] ", name, " ", t.describe(), ": expected f32");
+    for (int d = 0; d + 2 < t.ndim(); ++d)
+      GP_CHECK(t.stride(d) == t.stride(d + 1) * size_t(t.size(d + 1)), "[", op, "] ", name, " ",
+               t.describe(), ": leading dimension ", d, " does not collapse into rows (stride ",
+               t.stride(d), " bytes, expected ", t.stride(d + 1) * size_t(t.size(d + 1)), ")");
   }
   // Block formats have no per-element stride: their rows are whole blocks.
   const auto& tr = traits(dt);

@@ -2,6 +2,7 @@
 // boundary sizes, strided rows, aliasing where the op allows it, guard values around outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -288,5 +289,95 @@ TEST(Kernels, SumRowMatchesDoubleSum) {
       EXPECT_NEAR(cpu::kernels().sum_row(v.data(), n), want, 1e-6 * mag)
           << isa_name(level) << " n=" << n;
     }
+  }
+}
+
+namespace {
+
+// Rows of a collapsible N-D f32 tensor as doubles (row i at i times the row stride).
+std::vector<double> rows_values(const Tensor& t) {
+  const int64_t K = t.size(-1), rows = t.numel() / K;
+  std::vector<double> v;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < K; ++c) v.push_back(t.row<float>(r)[c]);
+  return v;
+}
+
+// A [2, 3, 4, K] view with padded rows (row stride K + 5 floats) filled from rng, and the same
+// values as a contiguous [24, K] matrix.
+std::pair<Tensor, Tensor> four_d(int64_t K, Rng& rng) {
+  Tensor buf = Tensor::zeros({2, 3, 4, K + 5});
+  fill_normal(buf, rng);
+  Tensor v = buf.slice(3, 0, K), m = Tensor::zeros({24, K});
+  for (int64_t r = 0; r < 24; ++r) std::copy_n(v.row<float>(r), K, m.row<float>(r));
+  return {v, m};
+}
+
+}  // namespace
+
+// Activations may be N-dimensional (images: [B, H, W, C]): an op sees [..., K] as the matrix of
+// its rows, so a 4-D view with padded rows gives, bit for bit, what its rows as a 2-D matrix give,
+// and the reference agrees; leading dimensions that do not collapse into rows are refused by name.
+TEST(Activations, FourDimensionalRows) {
+  Rng rng(announce_seed(44, "Activations.FourDimensionalRows"));
+  const int64_t K = 64, H = 4, D = 16;
+  const Tensor w = random_tensor({K}, DType::F32, rng), wl = random_tensor({32, K}, DType::F32, rng);
+  const std::vector<int32_t> pos = [] {
+    std::vector<int32_t> p(24);
+    for (int i = 0; i < 24; ++i) p[size_t(i)] = i % 7;
+    return p;
+  }();
+  const std::vector<float> inv_freq = {1.0f, 0.5f, 0.25f, 0.125f, 0.0625f, 0.03f, 0.01f, 0.003f};
+  auto [x4, x2] = four_d(K, rng);
+  auto [u4, u2] = four_d(K, rng);
+  using Op = std::function<void(const Tensor& x, const Tensor& u, Tensor& y, bool ref)>;
+  const std::vector<std::pair<std::string, Op>> cases = {
+      {"rms_norm", [&](const Tensor& x, const Tensor&, Tensor& y, bool ref) {
+         ref ? ops::ref::rms_norm(x, w, 1e-5f, y) : ops::rms_norm(x, w, 1e-5f, y);
+       }},
+      {"silu_mul", [&](const Tensor& x, const Tensor& u, Tensor& y, bool ref) {
+         ref ? ops::ref::silu_mul(x, u, y) : ops::silu_mul(x, u, y);
+       }},
+      {"add_inplace", [&](const Tensor& x, const Tensor& u, Tensor& y, bool ref) {
+         y.copy_from(x);
+         ref ? ops::ref::add_inplace(y, u) : ops::add_inplace(y, u);
+       }},
+      {"rope", [&](const Tensor& x, const Tensor&, Tensor& y, bool ref) {
+         y.copy_from(x);
+         ref ? ops::ref::rope(y, H, pos, inv_freq, RopeStyle::Neox)
+             : ops::rope(y, H, pos, inv_freq, RopeStyle::Neox);
+       }},
+  };
+  static_assert(H * D == K);
+  for (const auto& [name, op] : cases) {
+    SCOPED_TRACE(name);
+    Tensor y4 = Tensor::zeros({2, 3, 4, K}), y2 = Tensor::zeros({24, K}), yr = Tensor::zeros({2, 3, 4, K});
+    op(x4, u4, y4, false);
+    op(x2, u2, y2, false);
+    op(x4, u4, yr, true);
+    EXPECT_EQ(rows_values(y4), rows_values(y2));
+    expect_close(rows_values(y4), rows_values(yr), 1e-5, 1e-5, name);
+  }
+  for (DType wt : {DType::F32, DType::BF16, DType::Q8_0}) {  // the GEMM paths of each kind
+    const Tensor wq = wl.to(wt);
+    Tensor y4 = Tensor::zeros({2, 3, 4, 32}), y2 = Tensor::zeros({24, 32}), yr = Tensor::zeros({2, 3, 4, 32});
+    ops::linear(x4, wq, nullptr, y4);
+    ops::linear(x2, wq, nullptr, y2);
+    ops::ref::linear(x4, wq, nullptr, yr);
+    EXPECT_EQ(rows_values(y4), rows_values(y2)) << dtype_name(wt);
+    // bf16 / int8 products (activations rounded) against the reference's f32 sums.
+    if (wt == DType::F32)
+      expect_close(rows_values(y4), rows_values(yr), 1e-4, 1e-4, "linear f32");
+    else
+      EXPECT_LT(nmse(rows_values(y4), rows_values(yr)), 1e-3) << dtype_name(wt);
+  }
+  // [2, 3, 3, K] of a [2, 3, 4, K] buffer: dimension 1's stride is 4 rows, not 3.
+  const Tensor holes = Tensor::zeros({2, 3, 4, K}).slice(2, 0, 3);
+  Tensor out = Tensor::zeros({2, 3, 3, K});
+  try {
+    ops::rms_norm(holes, w, 1e-5f, out);
+    ADD_FAILURE() << "a non-collapsible view was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not collapse into rows"), std::string::npos) << e.what();
   }
 }

@@ -23,6 +23,7 @@
 #include "backend/cpu/qpack.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
+#include "ops/checks.h"
 
 namespace genperf::cpu {
 
@@ -40,9 +41,9 @@ namespace {
 // Elements below which an elementwise op runs on one thread.
 constexpr int64_t kParallelElems = int64_t(1) << 15;
 
-int64_t rows_of(const Tensor& t) { return t.ndim() == 1 ? 1 : t.size(0); }
+using ops::detail::rows_of;
 // Row stride in floats of an f32 activation (any value for a single row).
-size_t ld_floats(const Tensor& t) { return t.ndim() == 1 ? 0 : t.stride(0) / 4; }
+size_t ld_floats(const Tensor& t) { return ops::detail::ld_of(t) / 4; }
 int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
 
 // The most rows for which block-quantized weights take the integer GEMV rather than the

@@ -31,6 +31,7 @@
 #include "backend/cpu/kernels.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
+#include "ops/checks.h"
 
 namespace genperf::cpu {
 namespace {
@@ -273,8 +274,8 @@ void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y
   if (T == 0 || N == 0) return;
   const auto* xp = static_cast<const float*>(x.raw());
   auto* yp = static_cast<float*>(y.raw());
-  const int64_t ldx = x.ndim() == 2 ? int64_t(x.stride(0) / 4) : K;
-  const int64_t ldy = y.ndim() == 2 ? int64_t(y.stride(0) / 4) : N;
+  const int64_t ldx = x.ndim() >= 2 ? int64_t(ops::detail::ld_of(x) / 4) : K;
+  const int64_t ldy = y.ndim() >= 2 ? int64_t(ops::detail::ld_of(y) / 4) : N;
   std::vector<float> bias_f32;
   const float* b = nullptr;
   if (bias) {
