@@ -47,6 +47,11 @@ Precision parse_precision(std::string_view s);
 // The precision that actually runs on this CPU for a requested one.
 Precision effective_precision(Precision requested);
 
+// The projections LoRA can target, in a layer's order (PEFT's target_modules names of the model
+// family), and those adapted unless others are named (the attention projections).
+const std::vector<std::string>& lora_target_names();
+const std::vector<std::string>& default_lora_targets();
+
 // LoRA, low-rank adaptation as Hugging Face PEFT does it: each targeted projection W [out, in]
 // gains adapters A [r, in] (Kaiming-uniform with a = sqrt(5): U(-1/sqrt(in), 1/sqrt(in)), drawn
 // from a generator seeded by (seed, layer, target), so the same for any thread count) and
@@ -58,8 +63,8 @@ struct LoraConfig {
   int rank = 8;
   float alpha = 16;
   float dropout = 0;
-  // Among q_proj k_proj v_proj o_proj gate_proj up_proj down_proj (PEFT's target_modules).
-  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  // Among lora_target_names() (PEFT's target_modules); by default the attention projections.
+  std::vector<std::string> targets = default_lora_targets();
   uint64_t seed = 1;  // A's initialization and the dropout masks
   float scale() const { return alpha / float(rank); }
   // Throws genperf::Error naming the bad field: rank < 1, alpha not finite, dropout outside
@@ -67,8 +72,6 @@ struct LoraConfig {
   void validate() const;
 };
 
-// The projections LoRA can target, in a layer's order.
-const std::vector<std::string>& lora_target_names();
 // Reads a PEFT adapter directory's adapter_config.json (r, lora_alpha, lora_dropout,
 // target_modules; the seed stays 1); refuses what genperf cannot run (DoRA, rsLoRA, bias
 // training, per-module ranks, a regex target) with an error naming the field.

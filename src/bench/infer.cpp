@@ -12,6 +12,7 @@
 #include "genperf/llama.h"
 #include "genperf/progress.h"
 #include "genperf/rng.h"
+#include "models/llama/names.h"
 
 namespace genperf {
 namespace {
@@ -33,7 +34,7 @@ double decode_bytes(const LlamaModel& m) {
   const auto& c = m.config();
   double b = double(m.weight_bytes());
   if (!c.tie_word_embeddings) {
-    const double row = double(m.weight_bytes_of("model.embed_tokens.weight")) / double(c.vocab_size);
+    const double row = double(m.weight_bytes_of(llama::kEmbed)) / double(c.vocab_size);
     b -= row * double(c.vocab_size - 1);
   }
   return b;

@@ -8,11 +8,11 @@
 
 #include "genperf/error.h"
 #include "genperf/runtime.h"
+#include "models/llama/names.h"
 
 namespace genperf::train {
 namespace {
 
-std::string layer_name(int64_t i, const char* rest) { return cat("model.layers.", i, ".", rest); }
 
 // Elements of every buffer for one shape. Allocation and accounting both read this, so they
 // cannot disagree.
@@ -104,28 +104,28 @@ ParamLayout param_layout(const LlamaConfig& c) {
     return L.params.back().offset;
   };
   const int64_t C = c.hidden_size, FF = c.intermediate_size, V = c.vocab_size;
-  L.embed = add("model.embed_tokens.weight", {V, C}, true);
+  L.embed = add(llama::kEmbed, {V, C}, true);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     LayerOffsets o;
-    o.attn_norm = add(layer_name(i, "input_layernorm.weight"), {C}, false);
-    o.wqkv = add(layer_name(i, "self_attn.q_proj.weight"), {c.q_dim(), C}, true);
-    add(layer_name(i, "self_attn.k_proj.weight"), {c.kv_dim(), C}, true);
-    add(layer_name(i, "self_attn.v_proj.weight"), {c.kv_dim(), C}, true);
+    o.attn_norm = add(llama::layer_tensor(i, llama::kAttnNorm), {C}, false);
+    o.wqkv = add(llama::layer_tensor(i, llama::kQ), {c.q_dim(), C}, true);
+    add(llama::layer_tensor(i, llama::kK), {c.kv_dim(), C}, true);
+    add(llama::layer_tensor(i, llama::kV), {c.kv_dim(), C}, true);
     o.has_bias = c.attention_bias;
     if (o.has_bias) {
-      o.bqkv = add(layer_name(i, "self_attn.q_proj.bias"), {c.q_dim()}, false);
-      add(layer_name(i, "self_attn.k_proj.bias"), {c.kv_dim()}, false);
-      add(layer_name(i, "self_attn.v_proj.bias"), {c.kv_dim()}, false);
+      o.bqkv = add(llama::layer_tensor(i, llama::kQBias), {c.q_dim()}, false);
+      add(llama::layer_tensor(i, llama::kKBias), {c.kv_dim()}, false);
+      add(llama::layer_tensor(i, llama::kVBias), {c.kv_dim()}, false);
     }
-    o.wo = add(layer_name(i, "self_attn.o_proj.weight"), {C, c.q_dim()}, true);
-    o.ffn_norm = add(layer_name(i, "post_attention_layernorm.weight"), {C}, false);
-    o.wgu = add(layer_name(i, "mlp.gate_proj.weight"), {FF, C}, true);
-    add(layer_name(i, "mlp.up_proj.weight"), {FF, C}, true);
-    o.wdown = add(layer_name(i, "mlp.down_proj.weight"), {C, FF}, true);
+    o.wo = add(llama::layer_tensor(i, llama::kO), {C, c.q_dim()}, true);
+    o.ffn_norm = add(llama::layer_tensor(i, llama::kFfnNorm), {C}, false);
+    o.wgu = add(llama::layer_tensor(i, llama::kGate), {FF, C}, true);
+    add(llama::layer_tensor(i, llama::kUp), {FF, C}, true);
+    o.wdown = add(llama::layer_tensor(i, llama::kDown), {C, FF}, true);
     L.layers.push_back(o);
   }
-  L.norm = add("model.norm.weight", {C}, false);
-  L.lm_head = c.tie_word_embeddings ? L.embed : add("lm_head.weight", {V, C}, true);
+  L.norm = add(llama::kFinalNorm, {C}, false);
+  L.lm_head = c.tie_word_embeddings ? L.embed : add(llama::kHead, {V, C}, true);
   return L;
 }
 
@@ -155,8 +155,7 @@ LoraLayout lora_layout(const LlamaConfig& c, const ParamLayout& base, const Lora
       if (!on[size_t(t)]) continue;
       const auto* g = geom[t];
       LoraAdapter ad{l, LoraTarget(t), g[0], g[1], g[2], g[3], 0, 0, size_t(g[4])};
-      const std::string prefix = cat("base_model.model.model.layers.", l, t <= 3 ? ".self_attn." : ".mlp.",
-                                     names[size_t(t)]);
+      const std::string prefix = "base_model.model." + llama::module_path(l, names[size_t(t)]);
       ad.a = L.total;
       L.params.push_back({prefix + ".lora_A.weight", {r, ad.in}, L.total, size_t(r * ad.in), true});
       L.total += size_t(r * ad.in);

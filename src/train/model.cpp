@@ -9,6 +9,7 @@
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
+#include "models/llama/names.h"
 #include "train/graph.h"
 
 namespace genperf {
@@ -39,22 +40,26 @@ Precision effective_precision(Precision requested) {
              : Precision::F32;
 }
 
-const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                 "gate_proj", "up_proj", "down_proj"};
-  return names;
+const std::vector<std::string>& lora_target_names() { return llama::lora_modules(); }
+const std::vector<std::string>& default_lora_targets() { return llama::default_lora_modules(); }
+
+namespace {
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
 }
+}  // namespace
 
 void LoraConfig::validate() const {
   GP_CHECK(rank >= 1, "[lora] rank must be at least 1, got ", rank);
   GP_CHECK(std::isfinite(alpha) && alpha != 0, "[lora] alpha must be finite and non-zero, got ", alpha);
   GP_CHECK(dropout >= 0 && dropout < 1, "[lora] dropout must lie in [0, 1), got ", dropout);
-  GP_CHECK(!targets.empty(), "[lora] no target modules: expected some of q_proj k_proj v_proj o_proj "
-           "gate_proj up_proj down_proj");
   const auto& names = lora_target_names();
+  GP_CHECK(!targets.empty(), "[lora] no target modules: expected some of ", joined(names, " "));
   for (size_t i = 0; i < targets.size(); ++i) {
     GP_CHECK(std::find(names.begin(), names.end(), targets[i]) != names.end(), "[lora] unknown target module '",
-             targets[i], "': expected q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj");
+             targets[i], "': expected one of ", joined(names, ", "));
     for (size_t j = 0; j < i; ++j)
       GP_CHECK(targets[j] != targets[i], "[lora] target module '", targets[i], "' is listed twice");
   }

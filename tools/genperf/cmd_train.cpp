@@ -209,8 +209,7 @@ int cmd_finetune(int argc, char** argv) {
                  {"lora-rank", "LoRA rank (0: full fine-tuning)", "0"},
                  {"lora-alpha", "LoRA alpha (the update is scaled by alpha / rank)", "16"},
                  {"lora-dropout", "LoRA dropout on the adapters' input", "0"},
-                 {"lora-targets", "comma-separated projections: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
-                  "q_proj,k_proj,v_proj,o_proj"},
+                 lora_targets_option("comma-separated projections"),
                  {"adapter", "with LoRA: save the adapter (PEFT format) instead of merged weights", "", true}},
                 training_options("1e-4", "200", "0")),
          argc, argv, 2);

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "genperf/json.h"
 #include "genperf/runtime.h"
+#include "genperf/train.h"
 
 namespace genperf::cli {
 
@@ -26,6 +27,17 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
     else out.back() += ch;
   }
   return out;
+}
+
+inline std::string joined(const std::vector<std::string>& v, char sep = ',') {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) (i ? s += sep : s) += v[i];
+  return s;
+}
+
+// --lora-targets, with the model family's projection names.
+inline OptionSpec lora_targets_option(const std::string& help) {
+  return {"lora-targets", help + ": " + joined(lora_target_names()), joined(default_lora_targets())};
 }
 
 inline void apply_common(const Args& a) {

@@ -199,7 +199,7 @@ int cmd_bench_train(int argc, char** argv) {
           {"precision", "compute precision: f32, or bf16 mixed precision (f32 master weights; needs AVX512-BF16)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward", "", true},
           {"lora-rank", "LoRA rank (0: full training)", "0"},
-          {"lora-targets", "projections with LoRA adapters", "q_proj,k_proj,v_proj,o_proj"},
+          lora_targets_option("projections with LoRA adapters"),
           {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
          argc, argv, 3);

@@ -5,17 +5,17 @@
 
 #include "genperf/error.h"
 #include "models/llama/family.h"
+#include "models/llama/names.h"
 
 namespace genperf {
 namespace {
 
 // Per-layer matrices in forward order, with their short kinds.
+using llama::kEmbed;
+using llama::kHead;
 constexpr std::pair<const char*, const char*> kLayerMatrices[] = {
-    {"self_attn.q_proj.weight", "q"}, {"self_attn.k_proj.weight", "k"}, {"self_attn.v_proj.weight", "v"},
-    {"self_attn.o_proj.weight", "o"}, {"mlp.gate_proj.weight", "gate"}, {"mlp.up_proj.weight", "up"},
-    {"mlp.down_proj.weight", "down"}};
-constexpr const char* kEmbed = "model.embed_tokens.weight";
-constexpr const char* kHead = "lm_head.weight";
+    {llama::kQ, "q"},    {llama::kK, "k"},   {llama::kV, "v"},      {llama::kO, "o"},
+    {llama::kGate, "gate"}, {llama::kUp, "up"}, {llama::kDown, "down"}};
 
 // "model.layers.<i>.<rest>" -> i and rest; -1 when the name has another form.
 int64_t layer_of(const std::string& name, std::string* rest) {
@@ -77,7 +77,7 @@ class LlamaFamily final : public ModelFamily {
     };
     add(kEmbed);
     for (int64_t i = 0; i < ck.config.num_hidden_layers; ++i)
-      for (const auto& [m, kind] : kLayerMatrices) add(cat("model.layers.", i, ".", m));
+      for (const auto& [m, kind] : kLayerMatrices) add(llama::layer_tensor(i, m));
     add(kHead);
     return roles;
   }
