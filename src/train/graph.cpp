@@ -8,6 +8,7 @@
 
 #include "genperf/error.h"
 #include "genperf/runtime.h"
+#include "models/llama/forward.h"
 #include "models/llama/names.h"
 
 namespace genperf::train {
@@ -277,40 +278,98 @@ void LlamaGraph<F>::lora_backward(int64_t l, LoraTarget t, const F* x, const F* 
                        lora_x_.data(), lora_dv_.data(), s);
 }
 
-// x -> xmid = x + o_proj(attention(rope(qkv(norm(x))))) -> out = xmid + down(swiglu(gu(norm(xmid)))).
-// Adapters add to their base matmul's output before anything reads it (q and k before RoPE).
+// The training executor of the one Llama forward (models/llama/forward.h): block l reads its
+// input x from the residual stream's buffer and writes its output after it, saving what backward
+// needs in its LayerActs. Adapters add to their base matmul's output before anything reads it
+// (q and k before RoPE). With recompute (layer checkpointing) a block rebuilds its saved
+// activations only, and stops after swiglu: its output is already stored.
 template <typename F>
-void LlamaGraph<F>::layer_forward(const F* p, int64_t l, const F* x, F* out) {
-  const LayerOffsets& o = layout_.layers[size_t(l)];
-  const LayerActs a = acts(l);
-  const auto& c = config_;
-  const int64_t N = B_ * T_, C = c.hidden_size, FF = c.intermediate_size, AO = c.q_dim();
-  const int64_t QKV = c.q_dim() + 2 * c.kv_dim();
-  const AttnShape s = attn_shape();
-  const Bf16Scratch* bf = bf16_scratch();
+struct LlamaGraph<F>::Step {
+  LlamaGraph& g;
+  const F* p;
+  bool recompute;
+  const LlamaConfig& c = g.config_;
+  const int64_t N = g.B_ * g.T_, C = c.hidden_size, FF = c.intermediate_size, AO = c.q_dim();
+  const int64_t QKV = c.q_dim() + 2 * c.kv_dim(), V = c.vocab_size;
+  const AttnShape s = g.attn_shape();
+  const Bf16Scratch* bf = g.bf16_scratch();
   const F* none = nullptr;
-  rmsnorm_forward(a.h1, a.rstd1, x, p + o.attn_norm, N, C, c.rms_norm_eps);
-  matmul_forward(a.qkv, a.h1, p + o.wqkv, o.has_bias ? p + o.bqkv : none, N, C, QKV, bf);
-  for (LoraTarget t : {LoraTarget::Q, LoraTarget::K, LoraTarget::V}) lora_forward(l, t, a.h1, a.qkv);
-  // q and k heads are adjacent in the row: one pass rotates both.
-  rope_forward(a.qkv, QKV, N, s.NH + s.NKV, s.HS, rope_, rope_style_);
-  if (options_.attention == AttentionMode::Naive)
-    attention_forward_naive(a.att, a.scores, a.qkv, s);
-  else
-    attention_forward_flash(a.att, a.scores, a.qkv, s);
-  matmul_forward(a.xmid, a.att, p + o.wo, none, N, AO, C, bf);
-  lora_forward(l, LoraTarget::O, a.att, a.xmid);
-  residual_forward(a.xmid, x, a.xmid, N * C);
-  rmsnorm_forward(a.h2, a.rstd2, a.xmid, p + o.ffn_norm, N, C, c.rms_norm_eps);
-  matmul_forward(a.gu, a.h2, p + o.wgu, none, N, C, 2 * FF, bf);
-  lora_forward(l, LoraTarget::Gate, a.h2, a.gu);
-  lora_forward(l, LoraTarget::Up, a.h2, a.gu);
-  swiglu_forward(a.act, a.gu, N, FF);
-  if (!out) return;  // recompute: the down adapter's saved v is per layer, still valid
-  matmul_forward(out, a.act, p + o.wdown, none, N, FF, C, bf);
-  lora_forward(l, LoraTarget::Down, a.act, out);
-  residual_forward(out, a.xmid, out, N * C);
-}
+  // Block l's parameters, saved activations, input and output.
+  int64_t cur = -1;
+  const LayerOffsets* o = nullptr;
+  LayerActs a{};
+  const F* x = nullptr;
+  F* out = nullptr;
+
+  void at(int64_t l) {
+    if (l == cur) return;
+    cur = l, o = &g.layout_.layers[size_t(l)], a = g.acts(l);
+    x = g.res_.data() + l * N * C;
+    out = recompute ? nullptr : g.res_.data() + (l + 1) * N * C;
+  }
+  void lora(int64_t l, std::initializer_list<LoraTarget> ts, const F* in, F* y) {
+    for (LoraTarget t : ts) g.lora_forward(l, t, in, y);
+  }
+
+  void embed() { embedding_forward(g.res_.data(), g.tokens_.data(), p + g.layout_.embed, N, C, V); }
+  void attn_norm(int64_t l) {
+    at(l);
+    rmsnorm_forward(a.h1, a.rstd1, x, p + o->attn_norm, N, C, c.rms_norm_eps);
+  }
+  void qkv(int64_t l) {
+    at(l);
+    matmul_forward(a.qkv, a.h1, p + o->wqkv, o->has_bias ? p + o->bqkv : none, N, C, QKV, bf);
+    lora(l, {LoraTarget::Q, LoraTarget::K, LoraTarget::V}, a.h1, a.qkv);
+  }
+  void rope(int64_t l) {  // q and k heads are adjacent in the row: one pass rotates both
+    at(l);
+    rope_forward(a.qkv, QKV, N, s.NH + s.NKV, s.HS, g.rope_, g.rope_style_);
+  }
+  void attention(int64_t l) {
+    at(l);
+    if (g.options_.attention == AttentionMode::Naive)
+      attention_forward_naive(a.att, a.scores, a.qkv, s);
+    else
+      attention_forward_flash(a.att, a.scores, a.qkv, s);
+  }
+  void o_proj(int64_t l) {
+    at(l);
+    matmul_forward(a.xmid, a.att, p + o->wo, none, N, AO, C, bf);
+    lora(l, {LoraTarget::O}, a.att, a.xmid);
+  }
+  void residual_attn(int64_t l) {
+    at(l);
+    residual_forward(a.xmid, x, a.xmid, N * C);
+  }
+  void ffn_norm(int64_t l) {
+    at(l);
+    rmsnorm_forward(a.h2, a.rstd2, a.xmid, p + o->ffn_norm, N, C, c.rms_norm_eps);
+  }
+  void gate_up(int64_t l) {
+    at(l);
+    matmul_forward(a.gu, a.h2, p + o->wgu, none, N, C, 2 * FF, bf);
+    lora(l, {LoraTarget::Gate, LoraTarget::Up}, a.h2, a.gu);
+  }
+  void swiglu(int64_t l) {
+    at(l);
+    swiglu_forward(a.act, a.gu, N, FF);
+  }
+  void down(int64_t l) {  // recompute: the down adapter's saved v is per layer, still valid
+    at(l);
+    if (!out) return;
+    matmul_forward(out, a.act, p + o->wdown, none, N, FF, C, bf);
+    lora(l, {LoraTarget::Down}, a.act, out);
+  }
+  void residual_ffn(int64_t l) {
+    at(l);
+    if (out) residual_forward(out, a.xmid, out, N * C);
+  }
+  void final_norm() {
+    rmsnorm_forward(g.hf_.data(), g.rstdf_.data(), g.res_.data() + c.num_hidden_layers * N * C,
+                    p + g.layout_.norm, N, C, c.rms_norm_eps);
+  }
+  void head() { matmul_forward(g.logits_.data(), g.hf_.data(), p + g.layout_.lm_head, none, N, C, V, bf); }
+};
 
 template <typename F>
 void LlamaGraph<F>::layer_backward(const F* p, F* g, int64_t l, const F* x, F* dres) {
@@ -367,15 +426,10 @@ double LlamaGraph<F>::forward(const F* p, std::span<const int32_t> tokens,
   drop_step_ = lora_step_;
   drop_micro_ = lora_micro_;
   if (lora_ && training_) ++lora_micro_;
-  const int64_t N = B * T, C = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
+  const int64_t N = B * T, V = c.vocab_size, L = c.num_hidden_layers;
   have_forward_ = false;
-  embedding_forward(res_.data(), tokens_.data(), p + layout_.embed, N, C, V);
-  for (int64_t l = 0; l < L; ++l)
-    layer_forward(p, l, res_.data() + l * N * C, res_.data() + (l + 1) * N * C);
-  rmsnorm_forward(hf_.data(), rstdf_.data(), res_.data() + L * N * C, p + layout_.norm, N, C,
-                  c.rms_norm_eps);
-  matmul_forward(logits_.data(), hf_.data(), p + layout_.lm_head, static_cast<const F*>(nullptr), N, C, V,
-                 bf16_scratch());
+  Step e{*this, p, false};
+  llama::forward(e, L);
   const double sum = crossentropy_forward(lse_.data(), logits_.data(), targets_.data(), N, V, &scored_);
   have_forward_ = true;
   return scored_ ? sum / double(scored_) : 0.0;
@@ -401,7 +455,10 @@ void LlamaGraph<F>::backward(const F* p, F* g, double loss_scale, const F* adapt
   for (int64_t l = L - 1; l >= 0; --l) {
     const F* x = res_.data() + l * N * C;
     // With checkpointing the shared buffers still hold the last layer from the forward.
-    if (options_.checkpoint_layers && l != L - 1) layer_forward(p, l, x, nullptr);
+    if (options_.checkpoint_layers && l != L - 1) {
+      Step e{*this, p, true};
+      llama::block_forward(e, l);
+    }
     layer_backward(p, g, l, x, dres_.data());
   }
   if (g) embedding_backward(g + layout_.embed, dres_.data(), tokens_.data(), N, C);

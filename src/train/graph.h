@@ -142,8 +142,8 @@ class LlamaGraph {
   void allocate(int64_t B, int64_t T);
   LayerActs acts(int64_t l);
   AttnShape attn_shape() const;
-  // Runs layer l from its input x; writes its output to out unless out is null (recompute).
-  void layer_forward(const F* p, int64_t l, const F* x, F* out);
+  // The executor of the one Llama forward (models/llama/forward.h) over these buffers.
+  struct Step;
   // dres holds d(layer output) on entry and d(layer input) on return; g null: frozen base.
   void layer_backward(const F* p, F* g, int64_t l, const F* x, F* dres);
   // The layer's adapter on target t, if any: y (its base matmul's output) += the low-rank

@@ -7,6 +7,7 @@
 #include "genperf/error.h"
 #include "genperf/llama.h"
 #include "genperf/ops.h"
+#include "models/llama/forward.h"
 
 namespace genperf {
 namespace {
@@ -189,50 +190,82 @@ Tensor LlamaModel::forward(Session& s, std::span<const int32_t> tokens, LogitsFo
   Tensor x = rows(s.x_), h = rows(s.h_), q = rows(s.q_), attn = rows(s.attn_), gate = rows(s.gate_), up = rows(s.up_);
   s.positions_.resize(size_t(T));
   for (int64_t t = 0; t < T; ++t) s.positions_[size_t(t)] = int32_t(p0 + t);
-  const float eps = float(c.rms_norm_eps);
-  const float scale = float(1.0 / std::sqrt(double(c.head_dim)));
 
-  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
-  auto observe = [hook](const std::vector<std::string>& weights, const Tensor& in) {
-    if (hook) (*hook)(weights, in);
-  };
-  ops::embedding(embed_, tokens, x);
-  for (size_t li = 0; li < layers_.size(); ++li) {
-    const Layer& l = layers_[li];
-    ops::rms_norm(x, l.attn_norm, eps, h);
+  // The inference executor of the one Llama forward (forward.h): the session's tensors, the
+  // KV cache, and the hook that sees each matmul's input (calibration statistics).
+  struct Step {
+    const LlamaModel& m;
+    Session& s;
+    std::span<const int32_t> tokens;
+    LogitsFor which;
+    const MatmulInputHook* hook;
+    int64_t T, p0;
+    float eps, scale;
+    Tensor x, h, q, attn, gate, up, kn, vn, logits;
+
+    const Layer& layer(int64_t l) const { return m.layers_[size_t(l)]; }
+    void observe(const std::vector<std::string>& weights, const Tensor& in) const {
+      if (hook) (*hook)(weights, in);
+    }
+    static const Tensor* bias(const Tensor& b) { return b.defined() ? &b : nullptr; }
+    const LlamaConfig& c() const { return m.config_; }
+
+    void embed() { ops::embedding(m.embed_, tokens, x); }
+    void attn_norm(int64_t l) { ops::rms_norm(x, layer(l).attn_norm, eps, h); }
     // New keys and values are computed and rotated in f32, then stored (rounded or quantized
     // once) into the head-major cache at positions p0 .. p0+T-1.
-    Tensor kn = rows(s.kn_), vn = rows(s.vn_);
-    const ops::LinearOut qkv[] = {{&l.wq, bias(l.bq), &q}, {&l.wk, bias(l.bk), &kn}, {&l.wv, bias(l.bv), &vn}};
-    observe(l.qkv_names, h);
-    ops::linear_many(h, qkv);
-    ops::rope(q, c.num_attention_heads, s.positions_, inv_freq_, rope_style_);
-    ops::rope(kn, c.num_key_value_heads, s.positions_, inv_freq_, rope_style_);
-    Tensor kc = s.k_[li].slice(1, p0, T), vc = s.v_[li].slice(1, p0, T);
-    ops::store_rows(kn, kc);
-    ops::store_rows(vn, vc);
-    ops::attention(q, s.k_[li].slice(1, 0, p0 + T), s.v_[li].slice(1, 0, p0 + T), c.num_attention_heads,
-                   c.num_key_value_heads, p0, scale, attn);
-    observe(l.o_names, attn);
-    ops::linear(attn, l.wo, nullptr, h);
-    ops::add_inplace(x, h);
-    ops::rms_norm(x, l.ffn_norm, eps, h);
-    const ops::LinearOut gate_up[] = {{&l.w_gate, nullptr, &gate}, {&l.w_up, nullptr, &up}};
-    observe(l.gate_up_names, h);
-    ops::linear_many(h, gate_up);
-    ops::silu_mul(gate, up, gate);
-    observe(l.down_names, gate);
-    ops::linear(gate, l.w_down, nullptr, h);
-    ops::add_inplace(x, h);
-  }
+    void qkv(int64_t l) {
+      const Layer& y = layer(l);
+      const ops::LinearOut outs[] = {{&y.wq, bias(y.bq), &q}, {&y.wk, bias(y.bk), &kn}, {&y.wv, bias(y.bv), &vn}};
+      observe(y.qkv_names, h);
+      ops::linear_many(h, outs);
+    }
+    void rope(int64_t) {
+      ops::rope(q, c().num_attention_heads, s.positions_, m.inv_freq_, m.rope_style_);
+      ops::rope(kn, c().num_key_value_heads, s.positions_, m.inv_freq_, m.rope_style_);
+    }
+    void attention(int64_t l) {
+      const size_t li = size_t(l);
+      Tensor kc = s.k_[li].slice(1, p0, T), vc = s.v_[li].slice(1, p0, T);
+      ops::store_rows(kn, kc);
+      ops::store_rows(vn, vc);
+      ops::attention(q, s.k_[li].slice(1, 0, p0 + T), s.v_[li].slice(1, 0, p0 + T), c().num_attention_heads,
+                     c().num_key_value_heads, p0, scale, attn);
+    }
+    void o_proj(int64_t l) {
+      observe(layer(l).o_names, attn);
+      ops::linear(attn, layer(l).wo, nullptr, h);
+    }
+    void residual_attn(int64_t) { ops::add_inplace(x, h); }
+    void ffn_norm(int64_t l) { ops::rms_norm(x, layer(l).ffn_norm, eps, h); }
+    void gate_up(int64_t l) {
+      const Layer& y = layer(l);
+      const ops::LinearOut outs[] = {{&y.w_gate, nullptr, &gate}, {&y.w_up, nullptr, &up}};
+      observe(y.gate_up_names, h);
+      ops::linear_many(h, outs);
+    }
+    void swiglu(int64_t) { ops::silu_mul(gate, up, gate); }
+    void down(int64_t l) {
+      observe(layer(l).down_names, gate);
+      ops::linear(gate, layer(l).w_down, nullptr, h);
+    }
+    void residual_ffn(int64_t) { ops::add_inplace(x, h); }
+    void final_norm() {
+      const Tensor last = which == LogitsFor::All ? x : x.slice(0, T - 1, 1);
+      h = Tensor::zeros(last.shape());
+      ops::rms_norm(last, m.norm_, eps, h);
+    }
+    void head() {
+      observe(m.head_names_, h);
+      logits = Tensor::zeros({h.size(0), c().vocab_size});
+      ops::linear(h, m.lm_head_, nullptr, logits);
+    }
+  };
+  Step e{*this, s, tokens, which, hook, T, p0, float(c.rms_norm_eps), float(1.0 / std::sqrt(double(c.head_dim))),
+         x, h, q, attn, gate, up, rows(s.kn_), rows(s.vn_), {}};
+  llama::forward(e, int64_t(layers_.size()));
   s.pos_ += T;
-  Tensor last = which == LogitsFor::All ? x : x.slice(0, T - 1, 1);
-  Tensor normed = Tensor::zeros(last.shape());
-  ops::rms_norm(last, norm_, eps, normed);
-  observe(head_names_, normed);
-  Tensor logits = Tensor::zeros({last.size(0), c.vocab_size});
-  ops::linear(normed, lm_head_, nullptr, logits);
-  return logits;
+  return e.logits;
 }
 
 }  // namespace genperf
