@@ -124,9 +124,9 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                    Rng rng(11);
                    auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, size_t(N * IC))));
                    auto w = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, size_t(OC * IC), 0.05)));
-                   auto o = std::make_shared<std::vector<float>>(size_t(N * OC), 0.01f);
-                   auto dx = std::make_shared<std::vector<float>>(size_t(N * IC));
-                   auto dw = std::make_shared<std::vector<float>>(size_t(OC * IC));
+                   auto o = std::make_shared<std::vector<float>>(static_cast<size_t>(N * OC), 0.01f);
+                   auto dx = std::make_shared<std::vector<float>>(static_cast<size_t>(N * IC));
+                   auto dw = std::make_shared<std::vector<float>>(static_cast<size_t>(OC * IC));
                    return std::function<void()>([=] {
                      if (bwd)
                        ops::matmul_backward(dx->data(), dw->data(), static_cast<float*>(nullptr), o->data(), x->data(),
@@ -148,8 +148,8 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                    Rng rng(12);
                    auto qkv = std::make_shared<std::vector<float>>(
                        harness::to_float(harness::randn(rng, size_t(s.rows() * s.qkv_cols()))));
-                   auto out = std::make_shared<std::vector<float>>(size_t(s.rows() * s.NH * s.HS));
-                   auto lse = std::make_shared<std::vector<float>>(size_t(s.B * s.NH * s.T));
+                   auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(s.rows() * s.NH * s.HS));
+                   auto lse = std::make_shared<std::vector<float>>(static_cast<size_t>(s.B * s.NH * s.T));
                    auto dq = std::make_shared<std::vector<float>>(qkv->size());
                    ops::attention_forward_flash(out->data(), lse->data(), qkv->data(), s);
                    return std::function<void()>([=] {
@@ -165,8 +165,8 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                [=] {
                  Rng rng(13);
                  auto lg = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, size_t(N * V))));
-                 auto lse = std::make_shared<std::vector<float>>(size_t(N));
-                 auto tgt = std::make_shared<std::vector<int32_t>>(size_t(N), 1);
+                 auto lse = std::make_shared<std::vector<float>>(static_cast<size_t>(N));
+                 auto tgt = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(N), 1);
                  return std::function<void()>([=] {
                    int64_t c = 0;
                    ops::crossentropy_forward(lse->data(), lg->data(), tgt->data(), N, V, &c);
@@ -175,7 +175,7 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
   const int64_t n = m.d * m.ffn;
   v.push_back({"adamw_step", std::string(m.preset) + " n=" + std::to_string(n) + " (one MLP matrix)", false, {},
                ops::adamw_cost(n), [=] {
-                 auto p = std::make_shared<std::vector<float>>(size_t(4 * n), 0.01f);
+                 auto p = std::make_shared<std::vector<float>>(static_cast<size_t>(4 * n), 0.01f);
                  const ops::AdamWStep st{0.999f, 0.9f, 0.95f, 1e-4f, 1.0f, 1e-8f};
                  return std::function<void()>([=] {
                    float* b = p->data();
@@ -223,7 +223,7 @@ class Floors {
   std::pair<double, std::string> bandwidth(double bytes) {
     const bool cache = tiny_ || fits_in_cache(bytes, llc_);
     if (cache) {
-      const size_t sz = std::max<size_t>(size_t(bytes), 64 << 10);
+      const size_t sz = std::max<size_t>(static_cast<size_t>(bytes), 64 << 10);
       auto& p = cache_[sz];
       if (!p) p = std::make_unique<BandwidthProbe>(sz);
       double best = 0;
