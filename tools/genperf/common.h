@@ -56,5 +56,6 @@ int cmd_train(int argc, char** argv);
 int cmd_finetune(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_sensitivity(int argc, char** argv);
+int cmd_test_ops(int argc, char** argv);
 
 }  // namespace genperf::cli

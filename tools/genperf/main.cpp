@@ -396,7 +396,8 @@ void usage(FILE* f) {
       "  quantize        quantize a model (recipes, rtn/imatrix/gptq) to GGUF or safetensors\n"
       "  sensitivity     per-tensor quantization sensitivity map (CSV, JSON, SVG heatmap)\n"
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
-      "  info            a model's configuration, size and memory\n",
+      "  info            a model's configuration, size and memory\n"
+      "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n",
       f);
 }
 
@@ -420,6 +421,7 @@ int main(int argc, char** argv) {
     if (verb == "finetune") return cmd_finetune(argc, argv);
     if (verb == "quantize") return cmd_quantize(argc, argv);
     if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
+    if (verb == "test-ops") return cmd_test_ops(argc, argv);
     std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
     usage(stderr);
     return 2;
