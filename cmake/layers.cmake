@@ -25,6 +25,7 @@ set(GENPERF_PUBLIC_quant quantize.h sensitivity.h)
 set(GENPERF_PUBLIC_train train.h train_data.h trainer.h)
 set(GENPERF_PUBLIC_eval eval.h)
 set(GENPERF_PUBLIC_bench bench.h bench_train.h op_harness.h)
+set(GENPERF_PUBLIC_report report.h)
 
 # The table the check reads, written at configure time.
 set(table "${PROJECT_BINARY_DIR}/generated/layers_table.cmake")

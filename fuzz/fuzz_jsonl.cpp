@@ -15,6 +15,7 @@
 #include "genperf/error.h"
 #include "genperf/eval.h"
 #include "genperf/json.h"
+#include "genperf/report.h"
 #include "genperf/sensitivity.h"
 #include "genperf/tokenizer.h"
 #include "genperf/train_data.h"

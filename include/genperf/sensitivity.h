@@ -148,12 +148,7 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
 // side is constant.
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
-// Files: PREFIX.csv (one row per entry), PREFIX.json (entries + metadata), PREFIX.svg (heatmap:
-// layers x tensor kinds, colored by log10 KL, one panel per format). Each written atomically.
-std::string sensitivity_csv(const SensitivityMap& m);
-std::string sensitivity_json(const SensitivityMap& m);  // read back by read_sensitivity_json
-std::string sensitivity_svg(const SensitivityMap& m);
-void write_sensitivity(const SensitivityMap& m, const std::string& prefix);
+// Reads a map's PREFIX.json (written by sensitivity_json, genperf/report.h); errors name the file.
 SensitivityMap read_sensitivity_json(const std::string& path);
 
 // ---------------------------------------------------------------------------------------------

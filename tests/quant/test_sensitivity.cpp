@@ -15,6 +15,7 @@
 #include "genperf/fileio.h"
 #include "genperf/json.h"
 #include "genperf/llama.h"
+#include "genperf/report.h"
 #include "genperf/sensitivity.h"
 
 namespace genperf {

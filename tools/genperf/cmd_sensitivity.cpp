@@ -13,6 +13,7 @@
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/quantize.h"
+#include "genperf/report.h"
 #include "genperf/sensitivity.h"
 
 namespace genperf::cli {
