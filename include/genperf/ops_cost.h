@@ -59,4 +59,13 @@ OpCost adamw_cost(int64_t n);
 OpCost sum_squares_cost(int64_t n);
 OpCost scale_cost(int64_t n);
 
+// Image ops (ops_image.h), on [B, HW, C] images (f32; two passes over x for the statistics).
+OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C);
+OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C);
+OpCost silu_forward_cost(int64_t n);
+OpCost silu_backward_cost(int64_t n);
+// Resampling by 2 of a [B, H, W, C] input (up: 4x the pixels out; pool: a quarter).
+OpCost upsample2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);  // forward or backward
+OpCost avgpool2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);   // forward or backward
+
 }  // namespace genperf::ops

@@ -32,6 +32,7 @@ const std::vector<Case>& registry() {
     std::vector<Case> v;
     add_infer_cases(v);
     add_train_cases(v);
+    add_image_cases(v);
     return v;
   }();
   return cases;

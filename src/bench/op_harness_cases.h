@@ -34,6 +34,7 @@ struct Case {
 
 void add_infer_cases(std::vector<Case>& out);
 void add_train_cases(std::vector<Case>& out);
+void add_image_cases(std::vector<Case>& out);
 // Every case, in registry order (built once).
 const std::vector<Case>& registry();
 

@@ -146,4 +146,23 @@ OpCost adamw_cost(int64_t n) { return {12.0 * d(n), kF * 7.0 * d(n)}; }  // p, g
 OpCost sum_squares_cost(int64_t n) { return {2.0 * d(n), kF * d(n)}; }
 OpCost scale_cost(int64_t n) { return {d(n), kF * 2.0 * d(n)}; }
 
+OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {7.0 * n, kF * (3.0 * n + 2.0 * d(C))};  // sum, squared deviations, scale and shift
+}
+OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {14.0 * n, kF * (5.0 * n + 3.0 * d(C))};  // two passes over x and dout, dx written
+}
+OpCost silu_forward_cost(int64_t n) { return {4.0 * d(n), kF * 2.0 * d(n)}; }
+OpCost silu_backward_cost(int64_t n) { return {8.0 * d(n), kF * 3.0 * d(n)}; }
+OpCost upsample2x_cost(int64_t B, int64_t H, int64_t W, int64_t C) {
+  const double n = d(B) * d(H) * d(W) * d(C);
+  return {3.0 * n, kF * 5.0 * n};  // backward's adds; forward copies
+}
+OpCost avgpool2x_cost(int64_t B, int64_t H, int64_t W, int64_t C) {
+  const double n = d(B) * d(H) * d(W) * d(C);
+  return {n, kF * 1.25 * n};
+}
+
 }  // namespace genperf::ops

@@ -7,8 +7,10 @@
 #include <span>
 #include <type_traits>
 
+#include "backend/cpu/image_ops.h"
 #include "backend/cpu/train_ops.h"
 #include "genperf/error.h"
+#include "genperf/ops_image.h"
 #include "genperf/ops_train.h"
 #include "ops/backend.h"
 
@@ -138,6 +140,67 @@ void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out
   check_attn_shape("attention_backward_flash", s);
   GP_RUN(attention_backward_flash, dqkv, dout, qkv, out, lse, std::cref(s));
 }
+
+// Image ops (genperf/ops_image.h): sizes checked here, before any backend runs.
+namespace {
+void check_image(const char* op, int64_t B, int64_t H, int64_t W, int64_t C) {
+  GP_CHECK(B > 0 && H > 0 && W > 0 && C > 0, "[", op, "] empty image: B ", B, ", H ", H, ", W ", W,
+           ", C ", C);
+}
+void check_groups(const char* op, int64_t B, int64_t HW, int64_t C, int64_t G) {
+  check_image(op, B, HW, 1, C);
+  GP_CHECK(G > 0 && C % G == 0, "[", op, "] ", C, " channels do not split into ", G, " groups");
+}
+void check_even(const char* op, int64_t B, int64_t H, int64_t W, int64_t C) {
+  check_image(op, B, H, W, C);
+  GP_CHECK(H % 2 == 0 && W % 2 == 0, "[", op, "] a ", H, " x ", W,
+           " image does not pool by 2 (both sides must be even)");
+}
+}  // namespace
+
+template <typename F>
+void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                        int64_t B, int64_t HW, int64_t C, int64_t G, double eps, Device dev) {
+  check_groups("group_norm_forward", B, HW, C, G);
+  GP_RUN(group_norm_forward, out, mean, rstd, x, gamma, beta, B, HW, C, G, eps);
+}
+template <typename F>
+void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                         const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G,
+                         Device dev) {
+  check_groups("group_norm_backward", B, HW, C, G);
+  GP_RUN(group_norm_backward, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, B, HW, C, G);
+}
+template <typename F>
+void silu_forward(F* out, const F* x, int64_t n, Device dev) {
+  GP_RUN(silu_forward, out, x, n);
+}
+template <typename F>
+void silu_backward(F* dx, const F* dout, const F* x, int64_t n, Device dev) {
+  GP_RUN(silu_backward, dx, dout, x, n);
+}
+template <typename F>
+void upsample2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, Device dev) {
+  check_image("upsample2x_forward", B, H, W, C);
+  GP_RUN(upsample2x_forward, out, x, B, H, W, C);
+}
+template <typename F>
+void upsample2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
+                         Device dev) {
+  check_image("upsample2x_backward", B, H, W, C);
+  GP_RUN(upsample2x_backward, dx, dout, B, H, W, C);
+}
+template <typename F>
+void avgpool2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, Device dev) {
+  check_even("avgpool2x_forward", B, H, W, C);
+  GP_RUN(avgpool2x_forward, out, x, B, H, W, C);
+}
+template <typename F>
+void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
+                        Device dev) {
+  check_even("avgpool2x_backward", B, H, W, C);
+  GP_RUN(avgpool2x_backward, dx, dout, B, H, W, C);
+}
 #undef GP_RUN
 
 #define GENPERF_TRAIN_OPS(F)                                                                      \
@@ -173,7 +236,17 @@ void attention_backward_flash(F* dqkv, const F* dout, const F* qkv, const F* out
                                             Device);                                             \
   template void attention_forward_flash<F>(F*, F*, const F*, const AttnShape&, Device);          \
   template void attention_backward_flash<F>(F*, const F*, const F*, const F*, const F*,          \
-                                            const AttnShape&, Device);
+                                            const AttnShape&, Device);                            \
+  template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
+                                      int64_t, int64_t, double, Device);                          \
+  template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \
+                                       const F*, int64_t, int64_t, int64_t, int64_t, Device);    \
+  template void silu_forward<F>(F*, const F*, int64_t, Device);                                  \
+  template void silu_backward<F>(F*, const F*, const F*, int64_t, Device);                       \
+  template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device); \
+  template void upsample2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);\
+  template void avgpool2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);  \
+  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);
 
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s,
                 Device dev) {

@@ -10,6 +10,7 @@
 
 #include "genperf/error.h"
 #include "genperf/ops.h"
+#include "genperf/ops_image.h"
 #include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 #include "ops/backend.h"
@@ -77,7 +78,9 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
               t.crossentropy_forward && t.crossentropy_backward && t.residual_forward &&
               t.residual_backward && t.attention_forward_naive && t.attention_backward_naive &&
               t.attention_forward_flash && t.attention_backward_flash && t.adamw_step &&
-              t.sum_squares && t.scale);
+              t.sum_squares && t.scale && t.group_norm_forward && t.group_norm_backward &&
+              t.silu_forward && t.silu_backward && t.upsample2x_forward && t.upsample2x_backward &&
+              t.avgpool2x_forward && t.avgpool2x_backward);
   std::vector<float> f(64, 0.f);
   std::vector<double> d(64, 0.0);
   ops::AttnShape s;
@@ -99,6 +102,12 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
        }},
       {"adamw_step", [&] { ops::adamw_step(f.data(), f.data(), f.data(), f.data(), 8, {}, cuda); }},
       {"sum_squares", [&] { ops::sum_squares(f.data(), 8, cuda); }},
+      {"group_norm_forward",
+       [&] {
+         float* p = f.data();
+         ops::group_norm_forward(p, p, p, p, p, p, 1, 4, 4, 2, 1e-5, cuda);
+       }},
+      {"avgpool2x_backward", [&] { ops::avgpool2x_backward(f.data(), f.data(), 1, 2, 2, 4, cuda); }},
   };
   for (const auto& [op, fn] : cases)
     EXPECT_EQ(error_of(fn), "[" + op + "] has no CUDA kernel") << op;

@@ -1,6 +1,7 @@
 // The CPU backend's table (ops/backend.h): every op has a kernel here. The drivers (cpu_ops.h)
 // pick the ISA level's kernels at run time.
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/image_ops.h"
 #include "backend/cpu/train_ops.h"
 #include "ops/backend.h"
 
@@ -44,6 +45,14 @@ const Backend& cpu_backend() {
     t.adamw_step = cpu::adamw_step;
     t.sum_squares = cpu::sum_squares_chunked;
     t.scale = cpu::scale_chunked;
+    t.group_norm_forward = cpu::group_norm_forward<float>;
+    t.group_norm_backward = cpu::group_norm_backward<float>;
+    t.silu_forward = cpu::silu_forward<float>;
+    t.silu_backward = cpu::silu_backward<float>;
+    t.upsample2x_forward = cpu::upsample2x_forward<float>;
+    t.upsample2x_backward = cpu::upsample2x_backward<float>;
+    t.avgpool2x_forward = cpu::avgpool2x_forward<float>;
+    t.avgpool2x_backward = cpu::avgpool2x_backward<float>;
     return b;
   }();
   return table;

@@ -1,0 +1,54 @@
+// Image ops: the layers of a convolutional network (the diffusion super-resolution UNet), as
+// forward/backward pairs on channels-last arrays of one device, in the manner of ops_train.h:
+// templated on the float type (float runs dev's backend kernel, double is the float64 reference
+// on the CPU), backward functions add to parameter gradients (+=) and overwrite activation
+// gradients (=).
+//
+// Shape legend: images are [B, H, W, C] (channels last, so an image is HW rows of C: the rows
+// every other op reads), HW = H * W pixels, G groups of C / G channels.
+#pragma once
+#include <cstdint>
+
+#include "genperf/tensor.h"
+
+namespace genperf::ops {
+
+// Group normalization (Wu & He): per image and group, the HW * C/G values are normalized to
+// zero mean and unit variance, then out = xhat * gamma[c] + beta[c]. mean, rstd [B, G] are saved
+// for backward (rstd = 1 / sqrt(var + eps), var the biased variance).
+template <typename F>
+void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                        int64_t B, int64_t HW, int64_t C, int64_t G, double eps,
+                        Device dev = Device::CPU);
+// dx =; dgamma, dbeta += (each skipped when null).
+template <typename F>
+void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                         const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G,
+                         Device dev = Device::CPU);
+
+// out[i] = silu(x[i]) = x[i] * sigmoid(x[i]) over n values (out may alias x).
+template <typename F>
+void silu_forward(F* out, const F* x, int64_t n, Device dev = Device::CPU);
+// dx[i] = dout[i] * s (1 + x (1 - s)), s = sigmoid(x[i]) (dx may alias dout).
+template <typename F>
+void silu_backward(F* dx, const F* dout, const F* x, int64_t n, Device dev = Device::CPU);
+
+// Nearest-neighbour up-sampling by 2: out[B, 2H, 2W, C], out[b, y, x] = in[b, y / 2, x / 2].
+template <typename F>
+void upsample2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C,
+                        Device dev = Device::CPU);
+// dx[B, H, W, C] = the sum of the four output pixels each input pixel fed.
+template <typename F>
+void upsample2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
+                         Device dev = Device::CPU);
+
+// 2 x 2 average pooling with stride 2 (down-sampling; H and W even): out[B, H/2, W/2, C].
+template <typename F>
+void avgpool2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C,
+                       Device dev = Device::CPU);
+// dx[B, H, W, C] = dout of the pixel's 2 x 2 block / 4.
+template <typename F>
+void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
+                        Device dev = Device::CPU);
+
+}  // namespace genperf::ops

@@ -1,0 +1,191 @@
+// The CPU kernels of the image ops (genperf/ops_image.h), templated on the float type: float for
+// the backend table, double for the float64 reference. Statistics and parameter gradients sum in
+// double, per image, and images are added in order, so results depend on nothing but the inputs.
+#include "backend/cpu/image_ops.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "genperf/runtime.h"
+
+namespace genperf::cpu {
+namespace {
+
+constexpr int64_t kParallelElems = int64_t(1) << 15;
+int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
+
+template <typename F>
+F sigmoid(F x) {
+  return F(1) / (F(1) + std::exp(-x));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// group norm: one task per (image, group); a group is HW runs of Cg = C / G channels.
+
+template <typename F>
+void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                        int64_t B, int64_t HW, int64_t C, int64_t G, double eps) {
+  const int64_t Cg = C / G;
+  const double inv_m = 1.0 / double(HW * Cg);
+#pragma omp parallel for num_threads(threads_for(B * HW * C)) schedule(static)
+  for (int64_t bg = 0; bg < B * G; ++bg) {
+    const int64_t b = bg / G, c0 = (bg % G) * Cg;
+    const F* xb = x + b * HW * C;
+    double s = 0, ss = 0;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = c0; c < c0 + Cg; ++c) s += double(xb[p * C + c]);
+    const double mu = s * inv_m;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = c0; c < c0 + Cg; ++c) {
+        const double d = double(xb[p * C + c]) - mu;
+        ss += d * d;
+      }
+    const double r = 1.0 / std::sqrt(ss * inv_m + eps);
+    mean[bg] = F(mu);
+    rstd[bg] = F(r);
+    F* ob = out + b * HW * C;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = c0; c < c0 + Cg; ++c)
+        ob[p * C + c] = F((double(xb[p * C + c]) - mu) * r) * gamma[c] + beta[c];
+  }
+}
+
+// With xhat = (x - mean) rstd and g = dout * gamma over one group of M values:
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dgamma[c] += sum dout xhat,  dbeta[c] += sum dout.
+template <typename F>
+void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                         const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G) {
+  const int64_t Cg = C / G;
+  const double inv_m = 1.0 / double(HW * Cg);
+  // Per-image parameter gradients, added in image order afterwards.
+  std::vector<double> pg(size_t(dgamma ? B * C : 0), 0.0), pb(size_t(dbeta ? B * C : 0), 0.0);
+#pragma omp parallel for num_threads(threads_for(B * HW * C)) schedule(static)
+  for (int64_t bg = 0; bg < B * G; ++bg) {
+    const int64_t b = bg / G, c0 = (bg % G) * Cg;
+    const F *xb = x + b * HW * C, *gb = dout + b * HW * C;
+    const double mu = double(mean[bg]), r = double(rstd[bg]);
+    double sg = 0, sgx = 0;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = c0; c < c0 + Cg; ++c) {
+        const double xh = (double(xb[p * C + c]) - mu) * r, d = double(gb[p * C + c]);
+        const double g = d * double(gamma[c]);
+        sg += g;
+        sgx += g * xh;
+        if (dgamma) pg[size_t(b * C + c)] += d * xh;
+        if (dbeta) pb[size_t(b * C + c)] += d;
+      }
+    const double mg = sg * inv_m, mgx = sgx * inv_m;
+    F* db = dx + b * HW * C;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = c0; c < c0 + Cg; ++c) {
+        const double xh = (double(xb[p * C + c]) - mu) * r;
+        db[p * C + c] = F(r * (double(gb[p * C + c]) * double(gamma[c]) - mg - xh * mgx));
+      }
+  }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      if (dgamma) dgamma[c] += F(pg[size_t(b * C + c)]);
+      if (dbeta) dbeta[c] += F(pb[size_t(b * C + c)]);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// SiLU
+
+template <typename F>
+void silu_forward(F* out, const F* x, int64_t n) {
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * sigmoid(x[i]);
+}
+
+template <typename F>
+void silu_backward(F* dx, const F* dout, const F* x, int64_t n) {
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const F s = sigmoid(x[i]);
+    dx[i] = dout[i] * s * (F(1) + x[i] * (F(1) - s));
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// resampling by 2: one task per output (up) or input (down) row of pixels
+
+template <typename F>
+void upsample2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C) {
+#pragma omp parallel for num_threads(threads_for(4 * B * H * W * C)) schedule(static)
+  for (int64_t row = 0; row < B * 2 * H; ++row) {
+    const int64_t b = row / (2 * H), y = row % (2 * H);
+    const F* src = x + ((b * H + y / 2) * W) * C;
+    F* dst = out + row * 2 * W * C;
+    for (int64_t xo = 0; xo < 2 * W; ++xo) std::copy_n(src + (xo / 2) * C, C, dst + xo * C);
+  }
+}
+
+template <typename F>
+void upsample2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C) {
+#pragma omp parallel for num_threads(threads_for(4 * B * H * W * C)) schedule(static)
+  for (int64_t row = 0; row < B * H; ++row) {
+    const int64_t b = row / H, y = row % H;
+    const F* d0 = dout + ((b * 2 * H + 2 * y) * 2 * W) * C;
+    const F* d1 = d0 + 2 * W * C;
+    F* o = dx + row * W * C;
+    for (int64_t xi = 0; xi < W; ++xi)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t a = (2 * xi) * C + c, e = a + C;
+        o[xi * C + c] = (d0[a] + d0[e]) + (d1[a] + d1[e]);
+      }
+  }
+}
+
+template <typename F>
+void avgpool2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+#pragma omp parallel for num_threads(threads_for(B * H * W * C)) schedule(static)
+  for (int64_t row = 0; row < B * Ho; ++row) {
+    const int64_t b = row / Ho, y = row % Ho;
+    const F* s0 = x + ((b * H + 2 * y) * W) * C;
+    const F* s1 = s0 + W * C;
+    F* o = out + row * Wo * C;
+    for (int64_t xo = 0; xo < Wo; ++xo)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t a = (2 * xo) * C + c, e = a + C;
+        o[xo * C + c] = ((s0[a] + s0[e]) + (s1[a] + s1[e])) * F(0.25);
+      }
+  }
+}
+
+template <typename F>
+void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+#pragma omp parallel for num_threads(threads_for(B * H * W * C)) schedule(static)
+  for (int64_t row = 0; row < B * H; ++row) {
+    const int64_t b = row / H, y = row % H;
+    const F* d = dout + ((b * Ho + y / 2) * Wo) * C;
+    F* o = dx + row * W * C;
+    for (int64_t xi = 0; xi < W; ++xi)
+      for (int64_t c = 0; c < C; ++c) o[xi * C + c] = d[(xi / 2) * C + c] * F(0.25);
+  }
+}
+
+#define GENPERF_IMAGE_OPS(F)                                                                      \
+  template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
+                                      int64_t, int64_t, double);                                  \
+  template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \
+                                       const F*, int64_t, int64_t, int64_t, int64_t);            \
+  template void silu_forward<F>(F*, const F*, int64_t);                                          \
+  template void silu_backward<F>(F*, const F*, const F*, int64_t);                               \
+  template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);         \
+  template void upsample2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);        \
+  template void avgpool2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);          \
+  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);
+
+GENPERF_IMAGE_OPS(float)
+GENPERF_IMAGE_OPS(double)
+#undef GENPERF_IMAGE_OPS
+
+}  // namespace genperf::cpu

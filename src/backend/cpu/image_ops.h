@@ -1,0 +1,28 @@
+// The CPU kernels of the image ops (genperf/ops_image.h): the entries of the CPU backend's
+// training table (float) and the float64 reference (double). Same arguments as ops::X without
+// the device; OpenMP over images, groups and rows, results independent of the thread count.
+#pragma once
+#include <cstdint>
+
+namespace genperf::cpu {
+
+template <typename F>
+void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                        int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
+template <typename F>
+void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                         const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G);
+template <typename F>
+void silu_forward(F* out, const F* x, int64_t n);
+template <typename F>
+void silu_backward(F* dx, const F* dout, const F* x, int64_t n);
+template <typename F>
+void upsample2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C);
+template <typename F>
+void upsample2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C);
+template <typename F>
+void avgpool2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C);
+template <typename F>
+void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C);
+
+}  // namespace genperf::cpu

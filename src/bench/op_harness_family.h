@@ -1,0 +1,127 @@
+// The op harness's families of forward/backward cases (ops_train.h, ops_image.h): the shared
+// machinery of op_harness_train.cpp and op_harness_image.cpp. A family gives its inputs (float64),
+// its forward and backward in both float types, and its loss (a random projection of the output);
+// add_family registers three cases from it: the float forward from a backend table against the
+// float64 reference on the same inputs; the float backward, fed the float64 forward's saved values
+// so that it is judged alone; and the float64 backward against central finite differences of the
+// loss (run once: it checks the reference, not a backend).
+#pragma once
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "bench/op_harness_cases.h"
+#include "genperf/ops_image.h"
+#include "genperf/ops_train.h"
+
+namespace genperf::bench::harness {
+
+using ops::Backend;
+using Arrays = std::map<std::string, std::vector<double>>;
+inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Calls b's float kernel for F = float, the float64 reference for F = double.
+#define GP_TRAIN(F, b, op, ...)                                            \
+  [&] {                                                                    \
+    if constexpr (std::is_same_v<F, float>)                                \
+      return ops::backend_kernel((b).train.op, #op, (b))(__VA_ARGS__);     \
+    else                                                                   \
+      return ops::op<double>(__VA_ARGS__);                                 \
+  }()
+
+template <typename F>
+std::vector<F> as(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+template <typename F>
+std::vector<double> back(const std::vector<F>& v) {
+  return {v.begin(), v.end()};
+}
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+inline const std::vector<double>& at(const Arrays& a, const std::string& k) { return a.at(k); }
+
+// Compares each float output with the float64 one (max |diff| / max |ref|).
+inline Checks compare(const Arrays& got, const Arrays& want, double tol) {
+  Checks c;
+  for (const auto& [k, v] : want) c.push_back({k, "max rel", rel_error(got.at(k), v), tol});
+  return c;
+}
+
+// Central differences of loss() at probed entries of x against grad (tests/ops/test_train_layers).
+inline Check fd_check(const std::string& what, std::vector<double>& x, const std::vector<double>& grad,
+               const std::function<double()>& loss, Rng& r) {
+  double worst = 0, gscale = 0;
+  for (double g : grad) gscale = std::max(gscale, std::fabs(g));
+  std::vector<size_t> idx;
+  if (x.size() <= 32) {
+    for (size_t i = 0; i < x.size(); ++i) idx.push_back(i);
+  } else {
+    idx = {0, x.size() - 1};
+    while (idx.size() < 32) idx.push_back(static_cast<size_t>(r.next() % x.size()));
+  }
+  const double h = 1e-5;
+  for (size_t i : idx) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double lp = loss();
+    x[i] = x0 - h;
+    const double lm = loss();
+    x[i] = x0;
+    const double fd = (lp - lm) / (2 * h);
+    const double err = std::fabs(fd - grad[i]) / (1e-8 + std::max(std::fabs(fd), 1e-3 * gscale));
+    worst = std::max(worst, std::isfinite(err) ? err : INFINITY);
+  }
+  return {what, "fd rel", worst, 1e-5};
+}
+
+// Registers the three cases of a family. Fam: fwd_op, bwd_op, has_fwd(b), has_bwd(b),
+// make(rng) -> inputs, fwd<F>(b, in) -> outputs, bwd<F>(b, in, saved) -> gradients (saved: the
+// float64 forward's outputs), loss(in), fd_inputs (names x whose gradient is "d" + x), tolerances.
+template <typename Fam>
+void add_family(std::vector<Case>& out, const std::string& name, const Fam& f) {
+  out.push_back({f.fwd_op, name, [f](const Backend& b) { return f.has_fwd(b); },
+                 [f](const Backend& b, uint64_t seed) {
+                   Rng r(seed);
+                   const Arrays in = f.make(r);
+                   return compare(f.template fwd<float>(b, in), f.template fwd<double>(b, in), f.tol_fwd);
+                 }});
+  out.push_back({f.bwd_op, name, [f](const Backend& b) { return f.has_bwd(b); },
+                 [f](const Backend& b, uint64_t seed) {
+                   Rng r(seed);
+                   const Arrays in = f.make(r);
+                   const Arrays saved = f.template fwd<double>(b, in);
+                   return compare(f.template bwd<float>(b, in, saved), f.template bwd<double>(b, in, saved),
+                                  f.tol_bwd);
+                 }});
+  if (!f.fd) return;
+  Case fd{f.bwd_op, name + " (float64 vs finite differences)", [](const Backend&) { return true; },
+          [f](const Backend& b, uint64_t seed) {
+            Rng r(seed);
+            Arrays in = f.make(r);
+            const Arrays grads = f.template bwd<double>(b, in, f.template fwd<double>(b, in));
+            Checks c;
+            for (const std::string& x : f.fd_inputs)
+              c.push_back(fd_check("d" + x, in.at(x), grads.at("d" + x), [&] { return f.loss(b, in); }, r));
+            return c;
+          }};
+  fd.reference_only = true;
+  out.push_back(std::move(fd));
+}
+
+// The loss of the families whose output is `out`: dot(out, G).
+template <typename Self>
+struct Projected {
+  double loss(const Backend& b, const Arrays& in) const {
+    return dot(static_cast<const Self*>(this)->template fwd<double>(b, in).at("out"), in.at("G"));
+  }
+};
+
+}  // namespace genperf::bench::harness

@@ -1,0 +1,125 @@
+// The op harness's image cases (ops_image.h), as families (op_harness_family.h): odd sizes, one
+// pixel, channels that fill no SIMD register, every group count that divides them.
+#include "bench/op_harness_family.h"
+
+namespace genperf::bench::harness {
+namespace {
+
+struct GroupNorm : Projected<GroupNorm> {
+  const char* fwd_op = "group_norm_forward";
+  const char* bwd_op = "group_norm_backward";
+  int64_t B = 2, HW = 15, C = 12, G = 4;
+  double tol_fwd = 1e-5, tol_bwd = 1e-4;  // dx: differences of O(1) terms in float
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"x", "gamma", "beta"};
+  bool has_fwd(const Backend& b) const { return b.train.group_norm_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.group_norm_backward; }
+  Arrays make(Rng& r) const {
+    auto x = randn(r, size_t(B * HW * C), 2.0);
+    for (double& v : x) v += 1.0;  // a mean far from 0
+    return {{"x", x}, {"gamma", randn(r, size_t(C))}, {"beta", randn(r, size_t(C))},
+            {"G", randn(r, size_t(B * HW * C))}};
+  }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x")), g = as<F>(at(in, "gamma")), be = as<F>(at(in, "beta"));
+    std::vector<F> o(static_cast<size_t>(B * HW * C)), mean(static_cast<size_t>(B * G)), rstd(mean.size());
+    GP_TRAIN(F, b, group_norm_forward, o.data(), mean.data(), rstd.data(), x.data(), g.data(), be.data(), B, HW,
+             C, G, 1e-5);
+    return {{"out", back(o)}, {"mean", back(mean)}, {"rstd", back(rstd)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays& saved) const {
+    auto x = as<F>(at(in, "x")), g = as<F>(at(in, "gamma")), G_ = as<F>(at(in, "G"));
+    auto mean = as<F>(at(saved, "mean")), rstd = as<F>(at(saved, "rstd"));
+    std::vector<F> dx(static_cast<size_t>(B * HW * C), F(kNaN)), dg(static_cast<size_t>(C), F(0)),
+        db(static_cast<size_t>(C), F(0));
+    GP_TRAIN(F, b, group_norm_backward, dx.data(), dg.data(), db.data(), G_.data(), x.data(), g.data(),
+             mean.data(), rstd.data(), B, HW, C, G);
+    return {{"dx", back(dx)}, {"dgamma", back(dg)}, {"dbeta", back(db)}};
+  }
+};
+
+struct Silu : Projected<Silu> {
+  const char* fwd_op = "silu_forward";
+  const char* bwd_op = "silu_backward";
+  int64_t n = 1001;
+  double tol_fwd = 1e-6, tol_bwd = 1e-6;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"x"};
+  bool has_fwd(const Backend& b) const { return b.train.silu_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.silu_backward; }
+  Arrays make(Rng& r) const { return {{"x", randn(r, size_t(n), 4.0)}, {"G", randn(r, size_t(n))}}; }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x"));
+    std::vector<F> o(static_cast<size_t>(n));
+    GP_TRAIN(F, b, silu_forward, o.data(), x.data(), n);
+    return {{"out", back(o)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto x = as<F>(at(in, "x")), G = as<F>(at(in, "G"));
+    std::vector<F> d(static_cast<size_t>(n), F(kNaN));
+    GP_TRAIN(F, b, silu_backward, d.data(), G.data(), x.data(), n);
+    return {{"dx", back(d)}};
+  }
+};
+
+// Up-sampling (up) or 2 x 2 average pooling (down) of a [B, H, W, C] image.
+struct Resample : Projected<Resample> {
+  bool up = true;
+  const char* fwd_op;
+  const char* bwd_op;
+  int64_t B = 2, H = 4, W = 6, C = 5;
+  double tol_fwd = 1e-7, tol_bwd = 1e-6;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"x"};
+  explicit Resample(bool u)
+      : up(u), fwd_op(u ? "upsample2x_forward" : "avgpool2x_forward"),
+        bwd_op(u ? "upsample2x_backward" : "avgpool2x_backward") {}
+  int64_t in_n() const { return B * H * W * C; }
+  int64_t out_n() const { return up ? 4 * in_n() : in_n() / 4; }
+  bool has_fwd(const Backend& b) const { return up ? b.train.upsample2x_forward : b.train.avgpool2x_forward; }
+  bool has_bwd(const Backend& b) const { return up ? b.train.upsample2x_backward : b.train.avgpool2x_backward; }
+  Arrays make(Rng& r) const { return {{"x", randn(r, size_t(in_n()))}, {"G", randn(r, size_t(out_n()))}}; }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x"));
+    std::vector<F> o(static_cast<size_t>(out_n()));
+    if (up)
+      GP_TRAIN(F, b, upsample2x_forward, o.data(), x.data(), B, H, W, C);
+    else
+      GP_TRAIN(F, b, avgpool2x_forward, o.data(), x.data(), B, H, W, C);
+    return {{"out", back(o)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto G = as<F>(at(in, "G"));
+    std::vector<F> d(static_cast<size_t>(in_n()), F(kNaN));
+    if (up)
+      GP_TRAIN(F, b, upsample2x_backward, d.data(), G.data(), B, H, W, C);
+    else
+      GP_TRAIN(F, b, avgpool2x_backward, d.data(), G.data(), B, H, W, C);
+    return {{"dx", back(d)}};
+  }
+};
+
+}  // namespace
+
+void add_image_cases(std::vector<Case>& out) {
+  add_family(out, "B=2 HW=15 C=12 G=4", GroupNorm{});
+  {
+    GroupNorm one;
+    one.B = 1, one.HW = 1, one.C = 7, one.G = 1;  // one pixel, one group
+    add_family(out, "B=1 HW=1 C=7 G=1", one);
+    GroupNorm per_channel;
+    per_channel.B = 3, per_channel.HW = 9, per_channel.C = 6, per_channel.G = 6;
+    add_family(out, "B=3 HW=9 C=6 G=6 (instance norm)", per_channel);
+  }
+  add_family(out, "n=1001", Silu{});
+  add_family(out, "B=2 H=4 W=6 C=5", Resample(true));
+  add_family(out, "B=2 H=4 W=6 C=5", Resample(false));
+}
+
+}  // namespace genperf::bench::harness

@@ -1,0 +1,156 @@
+// Image ops (genperf/ops_image.h): forward against direct float64 formulas, backward against
+// central finite differences in float64, the float kernels against the float64 reference, at odd
+// sizes (one pixel, one group, channels not a multiple of the SIMD width), and bad shapes refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "genperf/error.h"
+#include "genperf/ops_image.h"
+#include "genperf/rng.h"
+#include "train/train_test_util.h"
+
+using namespace genperf;
+using namespace genperf::ops;
+using namespace genperf::testing;
+
+namespace {
+
+constexpr uint64_t kSeed = 20261205;
+
+struct GnCase {
+  int64_t B, H, W, C, G;
+};
+
+TEST(ImageOps, GroupNorm) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  for (const GnCase k : {GnCase{1, 1, 1, 4, 1}, {2, 3, 5, 6, 3}, {2, 4, 4, 16, 4}, {1, 2, 3, 7, 7}}) {
+    const int64_t HW = k.H * k.W, n = k.B * HW * k.C, Cg = k.C / k.G;
+    Rng r(kSeed + uint64_t(n));
+    auto x = randn(r, size_t(n), 2.0), gamma = randn(r, size_t(k.C)), beta = randn(r, size_t(k.C));
+    for (double& v : x) v += 0.5;  // a non-zero mean
+    const double eps = 1e-5;
+    std::vector<double> y(static_cast<size_t>(n)), mean(static_cast<size_t>(k.B * k.G)), rstd(mean.size());
+    group_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), k.B, HW, k.C,
+                       k.G, eps);
+    // Direct formula.
+    std::vector<double> want(static_cast<size_t>(n));
+    for (int64_t b = 0; b < k.B; ++b)
+      for (int64_t g = 0; g < k.G; ++g) {
+        double s = 0, ss = 0;
+        for (int64_t p = 0; p < HW; ++p)
+          for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) s += x[size_t((b * HW + p) * k.C + c)];
+        const double mu = s / double(HW * Cg);
+        for (int64_t p = 0; p < HW; ++p)
+          for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) ss += std::pow(x[size_t((b * HW + p) * k.C + c)] - mu, 2);
+        const double sd = std::sqrt(ss / double(HW * Cg) + eps);
+        for (int64_t p = 0; p < HW; ++p)
+          for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+            const size_t i = size_t((b * HW + p) * k.C + c);
+            want[i] = (x[i] - mu) / sd * gamma[size_t(c)] + beta[size_t(c)];
+          }
+      }
+    EXPECT_LT(rel_error(y, want), 1e-12);
+    // Backward against finite differences of <G, y>.
+    auto G = randn(r, size_t(n));
+    std::vector<double> dx(static_cast<size_t>(n)), dg(size_t(k.C), 0.0), db(size_t(k.C), 0.0);
+    group_norm_backward(dx.data(), dg.data(), db.data(), G.data(), x.data(), gamma.data(), mean.data(),
+                        rstd.data(), k.B, HW, k.C, k.G);
+    auto loss = [&] {
+      std::vector<double> o(static_cast<size_t>(n)), m(mean.size()), s(mean.size());
+      group_norm_forward(o.data(), m.data(), s.data(), x.data(), gamma.data(), beta.data(), k.B, HW, k.C, k.G,
+                         eps);
+      return dot(o, G);
+    };
+    const std::string what = "group_norm C=" + std::to_string(k.C) + " G=" + std::to_string(k.G);
+    if (HW * Cg > 1) check_fd(what + " dx", x, dx, loss, r, 32);
+    check_fd(what + " dgamma", gamma, dg, loss, r, 16);
+    check_fd(what + " dbeta", beta, db, loss, r, 16);
+    // The float kernel against the float64 reference.
+    const auto xf = cast<float>(x), gf = cast<float>(gamma), bf = cast<float>(beta), Gf = cast<float>(G);
+    std::vector<float> yf(static_cast<size_t>(n)), mf(mean.size()), sf(mean.size()), dxf(static_cast<size_t>(n)), dgf(size_t(k.C), 0.f),
+        dbf(size_t(k.C), 0.f);
+    group_norm_forward(yf.data(), mf.data(), sf.data(), xf.data(), gf.data(), bf.data(), k.B, HW, k.C, k.G, eps);
+    group_norm_backward(dxf.data(), dgf.data(), dbf.data(), Gf.data(), xf.data(), gf.data(), mf.data(), sf.data(),
+                        k.B, HW, k.C, k.G);
+    EXPECT_LT(rel_error(yf, y), 1e-5);
+    if (HW * Cg > 1) {
+      EXPECT_LT(rel_error(dxf, dx), 1e-4);
+    }
+    EXPECT_LT(rel_error(dgf, dg), 1e-5);
+    EXPECT_LT(rel_error(dbf, db), 1e-5);
+  }
+}
+
+TEST(ImageOps, SiluAndResampling) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const int64_t B = 2, H = 4, W = 6, C = 3, n = B * H * W * C;
+  Rng r(kSeed);
+  auto x = randn(r, size_t(n), 3.0);
+  // SiLU: forward against x sigmoid(x), backward against finite differences.
+  std::vector<double> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+  silu_forward(y.data(), x.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[size_t(i)], x[size_t(i)] / (1 + std::exp(-x[size_t(i)])), 1e-15);
+  auto G = randn(r, size_t(n));
+  silu_backward(dx.data(), G.data(), x.data(), n);
+  check_fd("silu dx", x, dx, [&] {
+    std::vector<double> o(static_cast<size_t>(n));
+    silu_forward(o.data(), x.data(), n);
+    return dot(o, G);
+  }, r, 32);
+  // Up-sampling: each output pixel is its parent; backward sums the four children.
+  std::vector<double> up(static_cast<size_t>(4 * n)), dup(static_cast<size_t>(n));
+  upsample2x_forward(up.data(), x.data(), B, H, W, C);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t yo = 0; yo < 2 * H; ++yo)
+      for (int64_t xo = 0; xo < 2 * W; ++xo)
+        for (int64_t c = 0; c < C; ++c)
+          ASSERT_EQ(up[size_t(((b * 2 * H + yo) * 2 * W + xo) * C + c)], x[size_t(((b * H + yo / 2) * W + xo / 2) * C + c)]);
+  auto G4 = randn(r, size_t(4 * n));
+  upsample2x_backward(dup.data(), G4.data(), B, H, W, C);
+  check_fd("upsample2x dx", x, dup, [&] {
+    std::vector<double> o(static_cast<size_t>(4 * n));
+    upsample2x_forward(o.data(), x.data(), B, H, W, C);
+    return dot(o, G4);
+  }, r, 32);
+  // Average pooling: the mean of each 2 x 2 block; backward spreads a quarter.
+  std::vector<double> pool(static_cast<size_t>(n / 4)), dpool(static_cast<size_t>(n));
+  avgpool2x_forward(pool.data(), x.data(), B, H, W, C);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t yo = 0; yo < H / 2; ++yo)
+      for (int64_t xo = 0; xo < W / 2; ++xo)
+        for (int64_t c = 0; c < C; ++c) {
+          double s = 0;
+          for (int64_t dy = 0; dy < 2; ++dy)
+            for (int64_t dxx = 0; dxx < 2; ++dxx) s += x[size_t(((b * H + 2 * yo + dy) * W + 2 * xo + dxx) * C + c)];
+          EXPECT_NEAR(pool[size_t(((b * H / 2 + yo) * W / 2 + xo) * C + c)], s / 4, 1e-14);
+        }
+  auto Gq = randn(r, size_t(n / 4));
+  avgpool2x_backward(dpool.data(), Gq.data(), B, H, W, C);
+  check_fd("avgpool2x dx", x, dpool, [&] {
+    std::vector<double> o(static_cast<size_t>(n / 4));
+    avgpool2x_forward(o.data(), x.data(), B, H, W, C);
+    return dot(o, Gq);
+  }, r, 32);
+  // The float kernels against the float64 ones.
+  const auto xf = cast<float>(x);
+  std::vector<float> yf(static_cast<size_t>(n)), upf(static_cast<size_t>(4 * n)), poolf(static_cast<size_t>(n / 4));
+  silu_forward(yf.data(), xf.data(), n);
+  upsample2x_forward(upf.data(), xf.data(), B, H, W, C);
+  avgpool2x_forward(poolf.data(), xf.data(), B, H, W, C);
+  EXPECT_LT(rel_error(yf, y), 1e-6);
+  EXPECT_LT(rel_error(upf, up), 1e-7);
+  EXPECT_LT(rel_error(poolf, pool), 1e-6);
+}
+
+TEST(ImageOps, RejectsBadShapes) {
+  std::vector<float> f(64, 0.f);
+  float* p = f.data();
+  EXPECT_THROW(group_norm_forward(p, p, p, p, p, p, 1, 4, 6, 4, 1e-5), Error);  // 6 channels, 4 groups
+  EXPECT_THROW(avgpool2x_forward(p, p, 1, 3, 4, 2), Error);                     // odd height
+  EXPECT_THROW(upsample2x_forward(p, p, 1, 0, 4, 2), Error);                    // empty
+}
+
+}  // namespace
