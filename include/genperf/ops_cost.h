@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "genperf/dtype.h"
+#include "genperf/ops_image.h"
 #include "genperf/ops_train.h"
 
 namespace genperf::ops {
@@ -59,6 +60,10 @@ OpCost adamw_cost(int64_t n);
 OpCost sum_squares_cost(int64_t n);
 OpCost scale_cost(int64_t n);
 
+// 2-D convolution: 2 FLOPs per multiply-add of the patches inside the padded image (the
+// padding's zeros counted, as cuDNN and oneDNN count them); backward twice forward (dx and dw).
+OpCost conv2d_forward_cost(const ConvShape& s);
+OpCost conv2d_backward_cost(const ConvShape& s);
 // Image ops (ops_image.h), on [B, HW, C] images (f32; two passes over x for the statistics).
 OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C);
 OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C);

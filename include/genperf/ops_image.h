@@ -13,6 +13,26 @@
 
 namespace genperf::ops {
 
+// 2-D convolution, square kernel K x K, the same stride and zero padding on both axes:
+// x [B, H, W, IC], w [OC, K, K, IC] (channels last: a filter is one row of K*K*IC, the layout
+// of a matmul's weight), bias [OC] (may be null), out [B, Ho, Wo, OC] with
+// Ho = (H + 2 pad - K) / stride + 1 (Wo alike).
+struct ConvShape {
+  int64_t B = 1, H = 1, W = 1, IC = 1, OC = 1, K = 3, stride = 1, pad = 1;
+  int64_t Ho() const { return (H + 2 * pad - K) / stride + 1; }
+  int64_t Wo() const { return (W + 2 * pad - K) / stride + 1; }
+  int64_t filter() const { return K * K * IC; }  // weights per output channel
+};
+// Throws genperf::Error naming op for an empty or impossible shape.
+void check_conv_shape(const char* op, const ConvShape& s);
+template <typename F>
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s,
+                    Device dev = Device::CPU);
+// dx = (skipped when null: the network's input); dw, dbias += (skipped when null).
+template <typename F>
+void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
+                     const ConvShape& s, Device dev = Device::CPU);
+
 // Group normalization (Wu & He): per image and group, the HW * C/G values are normalized to
 // zero mean and unit variance, then out = xhat * gamma[c] + beta[c]. mean, rstd [B, G] are saved
 // for backward (rstd = 1 / sqrt(var + eps), var the biased variance).

@@ -5,6 +5,38 @@
 namespace genperf::bench::harness {
 namespace {
 
+struct Conv2d : Projected<Conv2d> {
+  const char* fwd_op = "conv2d_forward";
+  const char* bwd_op = "conv2d_backward";
+  ops::ConvShape s;
+  double tol_fwd = 1e-5, tol_bwd = 1e-5;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"x", "w", "b"};
+  explicit Conv2d(const ops::ConvShape& sh) : s(sh) {}
+  size_t nx() const { return size_t(s.B * s.H * s.W * s.IC); }
+  size_t ny() const { return size_t(s.B * s.Ho() * s.Wo() * s.OC); }
+  bool has_fwd(const Backend& b) const { return b.train.conv2d_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.conv2d_backward; }
+  Arrays make(Rng& r) const {
+    return {{"x", randn(r, nx())}, {"w", randn(r, size_t(s.OC * s.filter()), 0.5)}, {"b", randn(r, size_t(s.OC))},
+            {"G", randn(r, ny())}};
+  }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x")), w = as<F>(at(in, "w")), bias = as<F>(at(in, "b"));
+    std::vector<F> o(ny());
+    GP_TRAIN(F, b, conv2d_forward, o.data(), x.data(), w.data(), bias.data(), s);
+    return {{"out", back(o)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto x = as<F>(at(in, "x")), w = as<F>(at(in, "w")), G = as<F>(at(in, "G"));
+    std::vector<F> dx(nx(), F(kNaN)), dw(size_t(s.OC * s.filter()), F(0)), db(size_t(s.OC), F(0));
+    GP_TRAIN(F, b, conv2d_backward, dx.data(), dw.data(), db.data(), G.data(), x.data(), w.data(), s);
+    return {{"dx", back(dx)}, {"dw", back(dw)}, {"db", back(db)}};
+  }
+};
+
 struct GroupNorm : Projected<GroupNorm> {
   const char* fwd_op = "group_norm_forward";
   const char* bwd_op = "group_norm_backward";
@@ -108,6 +140,19 @@ struct Resample : Projected<Resample> {
 }  // namespace
 
 void add_image_cases(std::vector<Case>& out) {
+  struct S {
+    int64_t B, H, W, IC, OC, K, stride, pad;
+    const char* what;
+  };
+  for (const S& c : {S{2, 5, 7, 3, 4, 3, 1, 1, "B=2 5x7 IC=3 OC=4 3x3 same"},
+                     S{1, 6, 5, 17, 5, 3, 2, 1, "B=1 6x5 IC=17 OC=5 3x3 stride 2"},
+                     S{1, 5, 6, 2, 3, 3, 1, 0, "B=1 5x6 IC=2 OC=3 3x3 valid"},
+                     S{2, 4, 3, 5, 6, 1, 1, 0, "B=2 4x3 IC=5 OC=6 1x1 (matmul path)"},
+                     S{1, 1, 1, 3, 2, 3, 1, 1, "B=1 1x1 IC=3 OC=2 3x3 same (one pixel)"}}) {
+    ops::ConvShape s;
+    s.B = c.B, s.H = c.H, s.W = c.W, s.IC = c.IC, s.OC = c.OC, s.K = c.K, s.stride = c.stride, s.pad = c.pad;
+    add_family(out, c.what, Conv2d(s));
+  }
   add_family(out, "B=2 HW=15 C=12 G=4", GroupNorm{});
   {
     GroupNorm one;

@@ -17,6 +17,7 @@
 #include "genperf/op_harness.h"
 #include "genperf/ops.h"
 #include "genperf/ops_cost.h"
+#include "genperf/ops_image.h"
 #include "genperf/ops_train.h"
 #include "genperf/runtime.h"
 
@@ -184,6 +185,30 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                }});
 }
 
+// The SR UNet's convolutions: a 3 x 3 conv of C channels on an H x H image, forward and backward.
+void add_conv(std::vector<PerfCase>& v, int64_t H, int64_t C) {
+  ops::ConvShape s;
+  s.B = 1, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1;
+  for (bool bwd : {false, true})
+    v.push_back({bwd ? "conv2d_backward" : "conv2d_forward",
+                 "unet " + std::to_string(H) + "x" + std::to_string(H) + " C=" + std::to_string(C) + " 3x3", true,
+                 GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
+                   Rng rng(13);
+                   const size_t nx = size_t(H * H * C), nw = size_t(C * s.filter());
+                   auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));
+                   auto w = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nw, 0.05)));
+                   auto g = std::make_shared<std::vector<float>>(nx, 0.01f);
+                   auto dx = std::make_shared<std::vector<float>>(nx), dw = std::make_shared<std::vector<float>>(nw);
+                   return std::function<void()>([=] {
+                     if (bwd)
+                       ops::conv2d_backward(dx->data(), dw->data(), static_cast<float*>(nullptr), g->data(), x->data(),
+                                            w->data(), s);
+                     else
+                       ops::conv2d_forward(g->data(), x->data(), w->data(), static_cast<const float*>(nullptr), s);
+                   });
+                 }});
+}
+
 std::vector<PerfCase> perf_cases(bool tiny) {
   std::vector<PerfCase> v;
   if (tiny) {
@@ -192,6 +217,7 @@ std::vector<PerfCase> perf_cases(bool tiny) {
     add_rows(v, t, 4);
     add_attention(v, t, 8, 8, DType::F32);
     add_train(v, t, 32, 16);
+    add_conv(v, 8, 8);
     return v;
   }
   const Dims small{256, 768, 8, 4, 4096, "default"}, big{768, 2048, 12, 12, 32000, "110m"};
@@ -203,6 +229,8 @@ std::vector<PerfCase> perf_cases(bool tiny) {
     add_attention(v, m, 1, 512, DType::Q8_0);
     add_train(v, m, 512, 256);
   }
+  add_conv(v, 64, 64);
+  add_conv(v, 32, 128);
   return v;
 }
 

@@ -11,6 +11,7 @@
 
 #include "genperf/error.h"
 #include "genperf/ops.h"
+#include "genperf/ops_image.h"
 #include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 
@@ -64,6 +65,10 @@ struct TrainKernels {
   double (*sum_squares)(const float* x, int64_t n) = nullptr;
   void (*scale)(float* x, int64_t n, float k) = nullptr;
   // Image ops (genperf/ops_image.h).
+  void (*conv2d_forward)(float* out, const float* x, const float* w, const float* bias,
+                         const ConvShape& s) = nullptr;
+  void (*conv2d_backward)(float* dx, float* dw, float* dbias, const float* dout, const float* x,
+                          const float* w, const ConvShape& s) = nullptr;
   void (*group_norm_forward)(float* out, float* mean, float* rstd, const float* x,
                              const float* gamma, const float* beta, int64_t B, int64_t HW,
                              int64_t C, int64_t G, double eps) = nullptr;

@@ -146,6 +146,16 @@ OpCost adamw_cost(int64_t n) { return {12.0 * d(n), kF * 7.0 * d(n)}; }  // p, g
 OpCost sum_squares_cost(int64_t n) { return {2.0 * d(n), kF * d(n)}; }
 OpCost scale_cost(int64_t n) { return {d(n), kF * 2.0 * d(n)}; }
 
+OpCost conv2d_forward_cost(const ConvShape& s) {
+  const double out = d(s.B) * d(s.Ho()) * d(s.Wo()) * d(s.OC);
+  return {2.0 * out * d(s.filter()) + out,
+          kF * (d(s.B) * d(s.H) * d(s.W) * d(s.IC) + d(s.OC) * d(s.filter()) + out + d(s.OC))};
+}
+OpCost conv2d_backward_cost(const ConvShape& s) {
+  const OpCost f = conv2d_forward_cost(s);
+  return {2.0 * f.flops, 2.0 * f.bytes};
+}
+
 OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C) {
   const double n = d(B) * d(HW) * d(C);
   return {7.0 * n, kF * (3.0 * n + 2.0 * d(C))};  // sum, squared deviations, scale and shift

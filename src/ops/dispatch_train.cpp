@@ -158,6 +158,27 @@ void check_even(const char* op, int64_t B, int64_t H, int64_t W, int64_t C) {
 }
 }  // namespace
 
+void check_conv_shape(const char* op, const ConvShape& s) {
+  check_image(op, s.B, s.H, s.W, s.IC);
+  GP_CHECK(s.OC > 0 && s.K > 0 && s.stride > 0 && s.pad >= 0 && s.pad < s.K, "[", op, "] kernel ", s.K,
+           ", stride ", s.stride, ", padding ", s.pad, ", ", s.OC,
+           " output channels: expected positive sizes and 0 <= padding < kernel");
+  GP_CHECK(s.H + 2 * s.pad >= s.K && s.W + 2 * s.pad >= s.K, "[", op, "] a ", s.K, " x ", s.K,
+           " kernel does not fit a ", s.H, " x ", s.W, " image padded by ", s.pad);
+}
+
+template <typename F>
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s, Device dev) {
+  check_conv_shape("conv2d_forward", s);
+  GP_RUN(conv2d_forward, out, x, w, bias, std::cref(s));
+}
+template <typename F>
+void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
+                     const ConvShape& s, Device dev) {
+  check_conv_shape("conv2d_backward", s);
+  GP_RUN(conv2d_backward, dx, dw, dbias, dout, x, w, std::cref(s));
+}
+
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps, Device dev) {
@@ -237,6 +258,9 @@ void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, i
   template void attention_forward_flash<F>(F*, F*, const F*, const AttnShape&, Device);          \
   template void attention_backward_flash<F>(F*, const F*, const F*, const F*, const F*,          \
                                             const AttnShape&, Device);                            \
+  template void conv2d_forward<F>(F*, const F*, const F*, const F*, const ConvShape&, Device);    \
+  template void conv2d_backward<F>(F*, F*, F*, const F*, const F*, const F*, const ConvShape&,   \
+                                   Device);                                                      \
   template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
                                       int64_t, int64_t, double, Device);                          \
   template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \

@@ -78,7 +78,7 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
               t.crossentropy_forward && t.crossentropy_backward && t.residual_forward &&
               t.residual_backward && t.attention_forward_naive && t.attention_backward_naive &&
               t.attention_forward_flash && t.attention_backward_flash && t.adamw_step &&
-              t.sum_squares && t.scale && t.group_norm_forward && t.group_norm_backward &&
+              t.sum_squares && t.scale && t.conv2d_forward && t.conv2d_backward && t.group_norm_forward && t.group_norm_backward &&
               t.silu_forward && t.silu_backward && t.upsample2x_forward && t.upsample2x_backward &&
               t.avgpool2x_forward && t.avgpool2x_backward);
   std::vector<float> f(64, 0.f);
@@ -106,6 +106,12 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
        [&] {
          float* p = f.data();
          ops::group_norm_forward(p, p, p, p, p, p, 1, 4, 4, 2, 1e-5, cuda);
+       }},
+      {"conv2d_backward",
+       [&] {
+         float* p = f.data();
+         ops::ConvShape cs;
+         ops::conv2d_backward(p, p, p, p, p, p, cs, cuda);
        }},
       {"avgpool2x_backward", [&] { ops::avgpool2x_backward(f.data(), f.data(), 1, 2, 2, 4, cuda); }},
   };

@@ -154,3 +154,105 @@ TEST(ImageOps, RejectsBadShapes) {
 }
 
 }  // namespace
+
+namespace {
+
+// Direct float64 convolution: out[b, oy, ox, o] = bias[o] + sum over (ky, kx, c) inside the image.
+std::vector<double> conv_direct(const std::vector<double>& x, const std::vector<double>& w,
+                                const std::vector<double>& bias, const ConvShape& s) {
+  std::vector<double> out(static_cast<size_t>(s.B * s.Ho() * s.Wo() * s.OC));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t oy = 0; oy < s.Ho(); ++oy)
+      for (int64_t ox = 0; ox < s.Wo(); ++ox)
+        for (int64_t o = 0; o < s.OC; ++o) {
+          double acc = bias.empty() ? 0.0 : bias[size_t(o)];
+          for (int64_t ky = 0; ky < s.K; ++ky)
+            for (int64_t kx = 0; kx < s.K; ++kx) {
+              const int64_t y = oy * s.stride - s.pad + ky, xx = ox * s.stride - s.pad + kx;
+              if (y < 0 || y >= s.H || xx < 0 || xx >= s.W) continue;
+              for (int64_t c = 0; c < s.IC; ++c)
+                acc += x[size_t(((b * s.H + y) * s.W + xx) * s.IC + c)] *
+                       w[size_t(((o * s.K + ky) * s.K + kx) * s.IC + c)];
+            }
+          out[size_t(((b * s.Ho() + oy) * s.Wo() + ox) * s.OC + o)] = acc;
+        }
+  return out;
+}
+
+ConvShape conv(int64_t B, int64_t H, int64_t W, int64_t IC, int64_t OC, int64_t K, int64_t stride, int64_t pad) {
+  ConvShape s;
+  s.B = B, s.H = H, s.W = W, s.IC = IC, s.OC = OC, s.K = K, s.stride = stride, s.pad = pad;
+  return s;
+}
+
+}  // namespace
+
+// 3 x 3 same and strided, valid (no padding), 1 x 1 pointwise (the matmul path) and strided:
+// forward against the direct sum, backward against finite differences (float64), the float
+// kernel against the float64 one; and an image large enough that the patch matrix is built in
+// several chunks.
+TEST(ImageOps, Conv2d) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const ConvShape shapes[] = {conv(2, 5, 7, 3, 4, 3, 1, 1), conv(2, 6, 5, 3, 4, 3, 2, 1), conv(1, 5, 6, 2, 3, 3, 1, 0),
+                              conv(2, 4, 3, 5, 6, 1, 1, 0), conv(1, 5, 5, 4, 2, 1, 2, 0), conv(1, 1, 1, 3, 2, 3, 1, 1)};
+  for (const ConvShape& s : shapes) {
+    const std::string what = "conv2d " + std::to_string(s.H) + "x" + std::to_string(s.W) + " K=" +
+                             std::to_string(s.K) + " stride " + std::to_string(s.stride) + " pad " +
+                             std::to_string(s.pad);
+    Rng r(kSeed + uint64_t(s.H * 100 + s.K * 10 + s.stride));
+    auto x = randn(r, static_cast<size_t>(s.B * s.H * s.W * s.IC)), w = randn(r, static_cast<size_t>(s.OC * s.filter()), 0.5),
+         bias = randn(r, static_cast<size_t>(s.OC));
+    const size_t n_out = static_cast<size_t>(s.B * s.Ho() * s.Wo() * s.OC);
+    std::vector<double> y(n_out);
+    conv2d_forward(y.data(), x.data(), w.data(), bias.data(), s);
+    EXPECT_LT(rel_error(y, conv_direct(x, w, bias, s)), 1e-13) << what;
+    auto G = randn(r, n_out);
+    std::vector<double> dx(x.size(), 7.0), dw(w.size(), 0.0), db(bias.size(), 0.0);
+    conv2d_backward(dx.data(), dw.data(), db.data(), G.data(), x.data(), w.data(), s);
+    auto loss = [&] {
+      std::vector<double> o(n_out);
+      conv2d_forward(o.data(), x.data(), w.data(), bias.data(), s);
+      return dot(o, G);
+    };
+    check_fd(what + " dx", x, dx, loss, r, 24);
+    check_fd(what + " dw", w, dw, loss, r, 24);
+    check_fd(what + " dbias", bias, db, loss, r, 8);
+    const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
+    std::vector<float> yf(n_out), dxf(x.size()), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
+    conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s);
+    conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s);
+    EXPECT_LT(rel_error(yf, y), 1e-5) << what;
+    EXPECT_LT(rel_error(dxf, dx), 1e-5) << what;
+    EXPECT_LT(rel_error(dwf, dw), 1e-5) << what;
+    EXPECT_LT(rel_error(dbf, db), 1e-5) << what;
+  }
+  // Chunks: 64 output rows of 128 pixels with 288 weights each make a patch matrix of 19 MB in
+  // float64 (three chunks) and 9 MB in float (two).
+  const ConvShape big = conv(1, 64, 128, 32, 8, 3, 1, 1);
+  Rng r(kSeed);
+  auto x = randn(r, static_cast<size_t>(64 * 128 * 32)), w = randn(r, static_cast<size_t>(8 * big.filter()), 0.2);
+  const std::vector<double> none;
+  const auto want = conv_direct(x, w, none, big);
+  std::vector<double> y(want.size());
+  conv2d_forward(y.data(), x.data(), w.data(), static_cast<const double*>(nullptr), big);
+  EXPECT_LT(rel_error(y, want), 1e-13);
+  std::vector<float> yf(want.size());
+  const auto xf = cast<float>(x), wf = cast<float>(w);
+  conv2d_forward(yf.data(), xf.data(), wf.data(), static_cast<const float*>(nullptr), big);
+  EXPECT_LT(rel_error(yf, want), 1e-5);
+  // Backward in chunks: float against float64 (each already checked on small shapes).
+  auto G = randn(r, want.size());
+  std::vector<double> dx(x.size()), dw(w.size(), 0.0);
+  conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), G.data(), x.data(), w.data(), big);
+  const auto Gf = cast<float>(G);
+  std::vector<float> dxf(x.size()), dwf(w.size(), 0.f);
+  conv2d_backward(dxf.data(), dwf.data(), static_cast<float*>(nullptr), Gf.data(), xf.data(), wf.data(), big);
+  EXPECT_LT(rel_error(dxf, dx), 1e-5);
+  EXPECT_LT(rel_error(dwf, dw), 1e-5);
+  // Shapes the op refuses.
+  std::vector<float> f(64, 0.f);
+  float* p = f.data();
+  EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 2, 2, 1, 1, 5, 1, 1)), Error);  // kernel larger than the image
+  EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 0, 1)), Error);  // stride 0
+  EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 1, 3)), Error);  // padding >= kernel
+}

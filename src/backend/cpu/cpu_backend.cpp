@@ -45,6 +45,8 @@ const Backend& cpu_backend() {
     t.adamw_step = cpu::adamw_step;
     t.sum_squares = cpu::sum_squares_chunked;
     t.scale = cpu::scale_chunked;
+    t.conv2d_forward = cpu::conv2d_forward<float>;
+    t.conv2d_backward = cpu::conv2d_backward<float>;
     t.group_norm_forward = cpu::group_norm_forward<float>;
     t.group_norm_backward = cpu::group_norm_backward<float>;
     t.silu_forward = cpu::silu_forward<float>;

@@ -21,6 +21,18 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, doubl
               const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
               int64_t ldc);
 
+// Both float types under one name, for kernels templated on the float type.
+inline void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                 int64_t ldc, const char* what) {
+  gemm_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, what);
+}
+inline void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                 const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+                 int64_t ldc, const char*) {
+  gemm_f64(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 // Mixed precision: C = (accumulate ? C : 0) + op(A) · op(B) with bf16 operands and products
 // accumulated in f32 into an f32 destination. Needs AVX512-BF16 at the AVX-512 level (callers
 // check; train's effective_precision). oneDNN's brgemm kernels run when each operand's leading

@@ -4,8 +4,15 @@
 #pragma once
 #include <cstdint>
 
+#include "genperf/ops_image.h"
+
 namespace genperf::cpu {
 
+template <typename F>
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ops::ConvShape& s);
+template <typename F>
+void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
+                     const ops::ConvShape& s);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
