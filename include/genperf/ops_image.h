@@ -71,4 +71,22 @@ template <typename F>
 void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
                         Device dev = Device::CPU);
 
+// Bicubic up-sampling by an integer factor s (the SR model's conditioning input and its
+// baseline): out[B, sH, sW, C], separable, Keys' cubic with a = -0.5 (Matlab's and PIL's), output
+// pixel centres mapped to input coordinates (o + 0.5) / s - 0.5 (PyTorch's align_corners=False),
+// edge pixels replicated beyond the border. A linear map: backward applies its transpose.
+template <typename F>
+void bicubic_up_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s,
+                        Device dev = Device::CPU);
+// dx[B, H, W, C] =.
+template <typename F>
+void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C,
+                         int64_t s, Device dev = Device::CPU);
+
+// Sinusoidal embedding of diffusion times (Transformer positions, as DDPM embeds t):
+// out[n, i] = sin(t[n] f_i), out[n, dim/2 + i] = cos(t[n] f_i), f_i = 10000^(-i / (dim/2)),
+// dim even. The times are inputs, not parameters: there is no backward.
+template <typename F>
+void time_embedding(F* out, const F* t, int64_t n, int64_t dim, Device dev = Device::CPU);
+
 }  // namespace genperf::ops

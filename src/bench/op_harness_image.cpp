@@ -137,6 +137,34 @@ struct Resample : Projected<Resample> {
   }
 };
 
+struct Bicubic : Projected<Bicubic> {
+  const char* fwd_op = "bicubic_up_forward";
+  const char* bwd_op = "bicubic_up_backward";
+  int64_t B = 2, H = 5, W = 7, C = 3, s = 4;
+  double tol_fwd = 1e-6, tol_bwd = 1e-6;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"x"};
+  size_t nx() const { return size_t(B * H * W * C); }
+  size_t ny() const { return nx() * size_t(s * s); }
+  bool has_fwd(const Backend& b) const { return b.train.bicubic_up_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.bicubic_up_backward; }
+  Arrays make(Rng& r) const { return {{"x", randn(r, nx())}, {"G", randn(r, ny())}}; }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x"));
+    std::vector<F> o(ny());
+    GP_TRAIN(F, b, bicubic_up_forward, o.data(), x.data(), B, H, W, C, s);
+    return {{"out", back(o)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto G = as<F>(at(in, "G"));
+    std::vector<F> d(nx(), F(kNaN));
+    GP_TRAIN(F, b, bicubic_up_backward, d.data(), G.data(), B, H, W, C, s);
+    return {{"dx", back(d)}};
+  }
+};
+
 }  // namespace
 
 void add_image_cases(std::vector<Case>& out) {
@@ -165,6 +193,12 @@ void add_image_cases(std::vector<Case>& out) {
   add_family(out, "n=1001", Silu{});
   add_family(out, "B=2 H=4 W=6 C=5", Resample(true));
   add_family(out, "B=2 H=4 W=6 C=5", Resample(false));
+  add_family(out, "B=2 H=5 W=7 C=3 x4", Bicubic{});
+  {
+    Bicubic two;
+    two.H = 1, two.W = 2, two.s = 2;  // every tap clamped
+    add_family(out, "B=2 H=1 W=2 C=3 x2", two);
+  }
 }
 
 }  // namespace genperf::bench::harness

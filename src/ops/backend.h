@@ -86,6 +86,11 @@ struct TrainKernels {
                             int64_t C) = nullptr;
   void (*avgpool2x_backward)(float* dx, const float* dout, int64_t B, int64_t H, int64_t W,
                              int64_t C) = nullptr;
+  void (*bicubic_up_forward)(float* out, const float* x, int64_t B, int64_t H, int64_t W,
+                             int64_t C, int64_t s) = nullptr;
+  void (*bicubic_up_backward)(float* dx, const float* dout, int64_t B, int64_t H, int64_t W,
+                              int64_t C, int64_t s) = nullptr;
+  void (*time_embedding)(float* out, const float* t, int64_t n, int64_t dim) = nullptr;
 };
 
 struct Backend {

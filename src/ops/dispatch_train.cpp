@@ -222,6 +222,25 @@ void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, i
   check_even("avgpool2x_backward", B, H, W, C);
   GP_RUN(avgpool2x_backward, dx, dout, B, H, W, C);
 }
+template <typename F>
+void bicubic_up_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s,
+                        Device dev) {
+  check_image("bicubic_up_forward", B, H, W, C);
+  GP_CHECK(s >= 1, "[bicubic_up_forward] scale ", s, ": expected a positive integer");
+  GP_RUN(bicubic_up_forward, out, x, B, H, W, C, s);
+}
+template <typename F>
+void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s,
+                         Device dev) {
+  check_image("bicubic_up_backward", B, H, W, C);
+  GP_CHECK(s >= 1, "[bicubic_up_backward] scale ", s, ": expected a positive integer");
+  GP_RUN(bicubic_up_backward, dx, dout, B, H, W, C, s);
+}
+template <typename F>
+void time_embedding(F* out, const F* t, int64_t n, int64_t dim, Device dev) {
+  GP_CHECK(n >= 0 && dim >= 2 && dim % 2 == 0, "[time_embedding] dimension ", dim, ": expected an even size >= 2");
+  GP_RUN(time_embedding, out, t, n, dim);
+}
 #undef GP_RUN
 
 #define GENPERF_TRAIN_OPS(F)                                                                      \
@@ -270,7 +289,12 @@ void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, i
   template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device); \
   template void upsample2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);\
   template void avgpool2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);  \
-  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);
+  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device);  \
+  template void bicubic_up_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t,  \
+                                      Device);                                                  \
+  template void bicubic_up_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t, \
+                                       Device);                                                 \
+  template void time_embedding<F>(F*, const F*, int64_t, int64_t, Device);
 
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s,
                 Device dev) {

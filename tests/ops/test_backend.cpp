@@ -80,7 +80,8 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
               t.attention_forward_flash && t.attention_backward_flash && t.adamw_step &&
               t.sum_squares && t.scale && t.conv2d_forward && t.conv2d_backward && t.group_norm_forward && t.group_norm_backward &&
               t.silu_forward && t.silu_backward && t.upsample2x_forward && t.upsample2x_backward &&
-              t.avgpool2x_forward && t.avgpool2x_backward);
+              t.avgpool2x_forward && t.avgpool2x_backward && t.bicubic_up_forward &&
+              t.bicubic_up_backward && t.time_embedding);
   std::vector<float> f(64, 0.f);
   std::vector<double> d(64, 0.0);
   ops::AttnShape s;

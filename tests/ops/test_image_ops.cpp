@@ -3,6 +3,7 @@
 // sizes (one pixel, one group, channels not a multiple of the SIMD width), and bad shapes refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -255,4 +256,83 @@ TEST(ImageOps, Conv2d) {
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 2, 2, 1, 1, 5, 1, 1)), Error);  // kernel larger than the image
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 0, 1)), Error);  // stride 0
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 1, 3)), Error);  // padding >= kernel
+}
+
+// Bicubic up-sampling: a constant stays constant and a ramp stays a ramp away from the borders
+// (Keys' kernel reproduces polynomials to degree 2), the 2-D result against a direct 4 x 4 sum,
+// backward as the adjoint (<A x, g> = <x, A^T g>) and against finite differences.
+TEST(ImageOps, BicubicUp) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const int64_t B = 2, H = 5, W = 7, C = 2;
+  for (int64_t s : {1, 2, 4}) {
+    const int64_t n = B * H * W * C, no = n * s * s;
+    Rng r(kSeed + uint64_t(s));
+    auto x = randn(r, static_cast<size_t>(n));
+    std::vector<double> y(static_cast<size_t>(no));
+    bicubic_up_forward(y.data(), x.data(), B, H, W, C, s);
+    auto keys = [](double d) {
+      const double a = -0.5, t = std::fabs(d);
+      return t <= 1 ? ((a + 2) * t - (a + 3)) * t * t + 1 : t < 2 ? ((a * t - 5 * a) * t + 8 * a) * t - 4 * a : 0.0;
+    };
+    double worst = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t oy = 0; oy < H * s; ++oy)
+        for (int64_t ox = 0; ox < W * s; ++ox)
+          for (int64_t c = 0; c < C; ++c) {
+            const double sy = (oy + 0.5) / double(s) - 0.5, sx = (ox + 0.5) / double(s) - 0.5;
+            double acc = 0;
+            for (int64_t iy = int64_t(std::floor(sy)) - 1; iy <= int64_t(std::floor(sy)) + 2; ++iy)
+              for (int64_t ix = int64_t(std::floor(sx)) - 1; ix <= int64_t(std::floor(sx)) + 2; ++ix) {
+                const int64_t cy = std::clamp<int64_t>(iy, 0, H - 1), cx = std::clamp<int64_t>(ix, 0, W - 1);
+                acc += keys(sy - double(iy)) * keys(sx - double(ix)) * x[size_t(((b * H + cy) * W + cx) * C + c)];
+              }
+            worst = std::max(worst, std::fabs(acc - y[size_t(((b * H * s + oy) * W * s + ox) * C + c)]));
+          }
+    EXPECT_LT(worst, 1e-12) << "scale " << s;
+    if (s == 1) {
+      EXPECT_LT(rel_error(y, x), 1e-15);  // scale 1 is the identity
+    }
+    // Constants and ramps.
+    std::vector<double> ramp(static_cast<size_t>(n)), up(static_cast<size_t>(no));
+    for (int64_t i = 0; i < n; ++i) ramp[size_t(i)] = 3.0;
+    bicubic_up_forward(up.data(), ramp.data(), B, H, W, C, s);
+    for (double v : up) ASSERT_NEAR(v, 3.0, 1e-12);
+    for (int64_t i = 0; i < n; ++i) ramp[size_t(i)] = double((i / C) % W);  // x coordinate
+    bicubic_up_forward(up.data(), ramp.data(), B, H, W, C, s);
+    for (int64_t ox = 2 * s; ox < (W - 2) * s; ++ox)
+      EXPECT_NEAR(up[size_t(ox * C)], (ox + 0.5) / double(s) - 0.5, 1e-12) << "scale " << s << " column " << ox;
+    // Backward: the adjoint, and finite differences.
+    auto G = randn(r, static_cast<size_t>(no));
+    std::vector<double> dx(static_cast<size_t>(n), 9.0);
+    bicubic_up_backward(dx.data(), G.data(), B, H, W, C, s);
+    EXPECT_NEAR(dot(y, G), dot(x, dx), 1e-10 * std::fabs(dot(y, G)) + 1e-12);
+    check_fd("bicubic x" + std::to_string(s) + " dx", x, dx, [&] {
+      std::vector<double> o(static_cast<size_t>(no));
+      bicubic_up_forward(o.data(), x.data(), B, H, W, C, s);
+      return dot(o, G);
+    }, r, 24);
+    const auto xf = cast<float>(x), Gf = cast<float>(G);
+    std::vector<float> yf(static_cast<size_t>(no)), dxf(static_cast<size_t>(n));
+    bicubic_up_forward(yf.data(), xf.data(), B, H, W, C, s);
+    bicubic_up_backward(dxf.data(), Gf.data(), B, H, W, C, s);
+    EXPECT_LT(rel_error(yf, y), 1e-6);
+    EXPECT_LT(rel_error(dxf, dx), 1e-6);
+  }
+}
+
+TEST(ImageOps, TimeEmbedding) {
+  const std::vector<double> t = {0.0, 1.0, 37.5, 999.0};
+  const int64_t dim = 8;
+  std::vector<double> e(t.size() * dim);
+  time_embedding(e.data(), t.data(), int64_t(t.size()), dim);
+  for (size_t n = 0; n < t.size(); ++n)
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const double f = std::pow(10000.0, -double(i) / double(dim / 2));
+      EXPECT_NEAR(e[n * dim + size_t(i)], std::sin(t[n] * f), 1e-12);
+      EXPECT_NEAR(e[n * dim + size_t(dim / 2 + i)], std::cos(t[n] * f), 1e-12);
+    }
+  std::vector<float> tf(t.begin(), t.end()), ef(e.size());
+  time_embedding(ef.data(), tf.data(), int64_t(t.size()), dim);
+  EXPECT_LT(rel_error(ef, e), 1e-6);
+  EXPECT_THROW(time_embedding(ef.data(), tf.data(), 1, 7), Error);
 }

@@ -55,6 +55,9 @@ const Backend& cpu_backend() {
     t.upsample2x_backward = cpu::upsample2x_backward<float>;
     t.avgpool2x_forward = cpu::avgpool2x_forward<float>;
     t.avgpool2x_backward = cpu::avgpool2x_backward<float>;
+    t.bicubic_up_forward = cpu::bicubic_up_forward<float>;
+    t.bicubic_up_backward = cpu::bicubic_up_backward<float>;
+    t.time_embedding = cpu::time_embedding<float>;
     return b;
   }();
   return table;

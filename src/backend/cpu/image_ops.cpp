@@ -172,6 +172,119 @@ void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, i
   }
 }
 
+// ------------------------------------------------------------------------------------------
+// bicubic up-sampling: each output coordinate o reads the 4 input taps i0 - 1 .. i0 + 2 (clamped)
+// with Keys' weights; rows first into a [B, sH, W, C] intermediate, then columns.
+
+namespace {
+
+struct Taps {
+  int64_t idx[4];
+  double w[4];
+};
+
+double keys(double d) {  // Keys' cubic convolution kernel, a = -0.5
+  const double a = -0.5, x = std::fabs(d);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
+// The taps of the n * s outputs of an axis of n inputs.
+std::vector<Taps> taps(int64_t n, int64_t s) {
+  std::vector<Taps> t(size_t(n * s));
+  for (int64_t o = 0; o < n * s; ++o) {
+    const double src = (double(o) + 0.5) / double(s) - 0.5, fl = std::floor(src);
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = int64_t(fl) - 1 + k;
+      t[size_t(o)].idx[k] = std::clamp<int64_t>(i, 0, n - 1);
+      t[size_t(o)].w[k] = keys(src - double(i));
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+template <typename F>
+void bicubic_up_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s) {
+  const std::vector<Taps> ty = taps(H, s), tx = taps(W, s);
+  std::vector<F> mid(size_t(B * H * s * W * C));
+#pragma omp parallel for num_threads(threads_for(B * H * s * W * C)) schedule(static)
+  for (int64_t r = 0; r < B * H * s; ++r) {  // rows: mid[b, oy] = sum_k w_k x[b, i_k]
+    const int64_t b = r / (H * s);
+    const Taps& t = ty[size_t(r % (H * s))];
+    F* m = mid.data() + r * W * C;
+    for (int64_t j = 0; j < W * C; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 4; ++k) acc += t.w[k] * double(x[(b * H + t.idx[k]) * W * C + j]);
+      m[j] = F(acc);
+    }
+  }
+#pragma omp parallel for num_threads(threads_for(B * H * s * W * s * C)) schedule(static)
+  for (int64_t r = 0; r < B * H * s; ++r) {  // columns
+    const F* m = mid.data() + r * W * C;
+    F* o = out + r * W * s * C;
+    for (int64_t ox = 0; ox < W * s; ++ox) {
+      const Taps& t = tx[size_t(ox)];
+      for (int64_t c = 0; c < C; ++c) {
+        double acc = 0;
+        for (int k = 0; k < 4; ++k) acc += t.w[k] * double(m[t.idx[k] * C + c]);
+        o[ox * C + c] = F(acc);
+      }
+    }
+  }
+}
+
+// The transpose, in gather form (race-free): columns, then rows, each input collecting the
+// outputs whose taps name it.
+template <typename F>
+void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s) {
+  const std::vector<Taps> ty = taps(H, s), tx = taps(W, s);
+  std::vector<F> mid(size_t(B * H * s * W * C));
+#pragma omp parallel for num_threads(threads_for(B * H * s * W * s * C)) schedule(static)
+  for (int64_t r = 0; r < B * H * s; ++r) {
+    const F* g = dout + r * W * s * C;
+    F* m = mid.data() + r * W * C;
+    std::vector<double> acc(size_t(W * C), 0.0);
+    for (int64_t ox = 0; ox < W * s; ++ox)
+      for (int k = 0; k < 4; ++k) {
+        const double w = tx[size_t(ox)].w[k];
+        double* a = acc.data() + tx[size_t(ox)].idx[k] * C;
+        for (int64_t c = 0; c < C; ++c) a[c] += w * double(g[ox * C + c]);
+      }
+    for (int64_t j = 0; j < W * C; ++j) m[j] = F(acc[size_t(j)]);
+  }
+#pragma omp parallel for num_threads(threads_for(B * H * s * W * C)) schedule(static)
+  for (int64_t r = 0; r < B * H; ++r) {
+    const int64_t b = r / H, i = r % H;
+    F* d = dx + r * W * C;
+    std::vector<double> acc(size_t(W * C), 0.0);
+    for (int64_t oy = 0; oy < H * s; ++oy)
+      for (int k = 0; k < 4; ++k) {
+        if (ty[size_t(oy)].idx[k] != i) continue;
+        const double w = ty[size_t(oy)].w[k];
+        const F* m = mid.data() + (b * H * s + oy) * W * C;
+        for (int64_t j = 0; j < W * C; ++j) acc[size_t(j)] += w * double(m[j]);
+      }
+    for (int64_t j = 0; j < W * C; ++j) d[j] = F(acc[size_t(j)]);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// time embedding
+
+template <typename F>
+void time_embedding(F* out, const F* t, int64_t n, int64_t dim) {
+  const int64_t half = dim / 2;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      const double f = std::exp(-std::log(10000.0) * double(i) / double(half));
+      out[r * dim + i] = F(std::sin(double(t[r]) * f));
+      out[r * dim + half + i] = F(std::cos(double(t[r]) * f));
+    }
+}
+
 #define GENPERF_IMAGE_OPS(F)                                                                      \
   template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
                                       int64_t, int64_t, double);                                  \
@@ -182,7 +295,10 @@ void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, i
   template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);         \
   template void upsample2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);        \
   template void avgpool2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);          \
-  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);
+  template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);         \
+  template void bicubic_up_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t); \
+  template void bicubic_up_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t);\
+  template void time_embedding<F>(F*, const F*, int64_t, int64_t);
 
 GENPERF_IMAGE_OPS(float)
 GENPERF_IMAGE_OPS(double)

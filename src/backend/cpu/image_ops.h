@@ -32,4 +32,11 @@ void avgpool2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int6
 template <typename F>
 void avgpool2x_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C);
 
+template <typename F>
+void bicubic_up_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s);
+template <typename F>
+void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s);
+template <typename F>
+void time_embedding(F* out, const F* t, int64_t n, int64_t dim);
+
 }  // namespace genperf::cpu
