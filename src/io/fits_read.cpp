@@ -199,6 +199,10 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
       if (need > file_size)
         error(path, "truncated file: HDU ", hdu, "'s ", naxes[0], " x ", naxes[1], " image of BITPIX ", bitpix,
               " ends at byte ", need, ", the file has ", file_size);
+      // cfitsio reads whole 2880-byte blocks, so it cannot read an image whose last block is short.
+      if (end > file_size)
+        error(path, "truncated file: ", file_size, " bytes, not a whole number of 2880-byte blocks (HDU ", hdu,
+              "'s data block ends at byte ", end, ")");
     }
 
     FitsImage img;

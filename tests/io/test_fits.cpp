@@ -264,6 +264,8 @@ TEST(Fits, BadInputsAreNamedErrors) {
   const std::string big = fits_file(primary(-32, {40, 40}), be_floats(std::vector<float>(1600, 1.f)));
   m = read_error(dir, big.substr(0, 2880 + 3000), "short_data.fits");
   EXPECT_TRUE(contains(m, "truncated")) << m;
+  m = read_error(dir, fits_file(primary(-32, {2, 2}), be_floats({1, 2, 3, 4}), false), "unpadded.fits");
+  EXPECT_TRUE(contains(m, "truncated file: 2896 bytes, not a whole number of 2880-byte blocks")) << m;
   // Header without END.
   std::string no_end;
   for (const auto& c : primary(-32, {2, 2})) no_end += card(c);
