@@ -199,10 +199,16 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
       if (need > file_size)
         error(path, "truncated file: HDU ", hdu, "'s ", naxes[0], " x ", naxes[1], " image of BITPIX ", bitpix,
               " ends at byte ", need, ", the file has ", file_size);
-      // cfitsio reads whole 2880-byte blocks, so it cannot read an image whose last block is short.
+    }
+    if (file_size >= 0) {
+      // cfitsio reads whole 2880-byte blocks, so it cannot read data whose last block is short
+      // (tile-compressed data included: the table and its heap).
+      long long head = 0, data = 0, end = 0;
+      fits_get_hduaddrll(f, &head, &data, &end, &st);
+      if (st) fail_read(path, cat("reading HDU ", hdu), st);
       if (end > file_size)
         error(path, "truncated file: ", file_size, " bytes, not a whole number of 2880-byte blocks (HDU ", hdu,
-              "'s data block ends at byte ", end, ")");
+              "'s data ends at byte ", end, ")");
     }
 
     FitsImage img;
@@ -284,10 +290,14 @@ FitsImage read_fits(const std::string& path, const FitsReadOptions& options) {
 FitsImage read_fits_bytes(const std::string& name, const void* data, size_t size, const FitsReadOptions& options) {
   check_start(name, static_cast<const unsigned char*>(data), size, size);
   const bool packed = static_cast<const unsigned char*>(data)[0] != 'S';
+  // cfitsio's memory driver copies whole 2880-byte blocks, past the end of a buffer whose size is
+  // not a multiple of 2880: it reads a copy padded with zeros (the checks use the true size).
+  std::vector<unsigned char> padded((size + 2879) / 2880 * 2880, 0);
+  std::memcpy(padded.data(), data, size);
   Handle h;
   int st = 0;
-  void* p = const_cast<void*>(data);  // read only: cfitsio neither writes nor reallocates it
-  size_t n = size;
+  void* p = padded.data();  // read only: cfitsio neither writes nor reallocates it
+  size_t n = padded.size();
   fits_open_memfile(&h.f, "memory.fits", READONLY, &p, &n, 0, nullptr, &st);
   if (st) {
     h.f = nullptr;
