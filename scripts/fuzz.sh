@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf tokenizer jsonl checkpoint hf train)
+[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf fits tokenizer jsonl checkpoint hf train)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENPERF_WERROR="${GENPERF_WERROR:-OFF}" >/dev/null
@@ -224,6 +224,37 @@ def hf(kind):
     return struct.pack("<H", len(hf_cfg)) + hf_cfg + safetensors(tensors, meta)
 for i, kind in enumerate(["bf16", "q8_0", "f8"]):
     put("hf", "seed%d" % i, hf(kind))
+# FITS images: 80-character cards in 2880-byte header blocks, big-endian data padded to 2880.
+def fits_hdu(cards, data=b""):
+    h = b"".join(c.ljust(80).encode() for c in cards + ["END"])
+    h += b" " * (-len(h) % 2880)
+    return h + data + b"\0" * (-len(data) % 2880)
+def fits_image(bitpix, shape, data, extra=(), ext=False):
+    first = ["XTENSION= 'IMAGE   '"] if ext else ["SIMPLE  =                    T"]
+    cards = first + ["BITPIX  = %d" % bitpix, "NAXIS   = %d" % len(shape)]
+    cards += ["NAXIS%d  = %d" % (i + 1, n) for i, n in enumerate(shape)]
+    if ext: cards += ["PCOUNT  = 0", "GCOUNT  = 1"]
+    return fits_hdu(cards + list(extra), data)
+wcs = ["CTYPE1  = 'RA---TAN'", "CTYPE2  = 'DEC--TAN'", "CRPIX1  = 2.5", "CRPIX2  = 2.0", "CRVAL1  = 83.6",
+       "CRVAL2  = 22.0", "CD1_1   = -0.001", "CD1_2   = 0.0", "CD2_1   = 0.0", "CD2_2   = 0.001", "BUNIT   = 'MJy/sr  '"]
+put("fits", "seed0", fits_image(-32, [4, 3], struct.pack(">12f", *[i * 0.5 for i in range(11)], float("nan")), wcs))
+put("fits", "seed1", fits_image(16, [3, 2], struct.pack(">6h", -32768, 1, 2, 3, -4, 5),
+                                ["BSCALE  = 0.25", "BZERO   = 100.0", "BLANK   = -32768", "CDELT1  = -0.05",
+                                 "CDELT2  = 0.05", "CROTA2  = 10.0", "HISTORY seed", "OBJECT  = 'seed'"]))
+put("fits", "seed2", fits_image(8, [0], b"", ["EXTEND  = T"]) +
+    fits_image(-64, [2, 2], struct.pack(">4d", 1, 2, 3, 4), ["EXTNAME = 'DUST    '"], ext=True))
+put("fits", "seed3", fits_image(32, [2, 2], struct.pack(">4i", 1, -2, 3, 1 << 30), ["BZERO   = 2147483648"]) +
+    fits_image(64, [2, 1], struct.pack(">2q", -1, 1 << 40), ext=True))
+put("fits", "seed4", fits_image(-32, [2, 2, 2], struct.pack(">8f", *range(8))))
+# A tile-compressed image (GZIP_1, one tile): a binary table with one variable-length byte column.
+import gzip
+tile = gzip.compress(struct.pack(">6h", 1, 2, -3, 4, 5, -32768), mtime=0)
+put("fits", "seed5", fits_image(8, [0], b"", ["EXTEND  = T"]) + fits_hdu(
+    ["XTENSION= 'BINTABLE'", "BITPIX  = 8", "NAXIS   = 2", "NAXIS1  = 8", "NAXIS2  = 1", "PCOUNT  = %d" % len(tile),
+     "GCOUNT  = 1", "TFIELDS = 1", "TTYPE1  = 'COMPRESSED_DATA'", "TFORM1  = '1PB(%d)'" % len(tile),
+     "ZIMAGE  = T", "ZBITPIX = 16", "ZNAXIS  = 2", "ZNAXIS1 = 3", "ZNAXIS2 = 2", "ZTILE1  = 3", "ZTILE2  = 2",
+     "ZCMPTYPE= 'GZIP_1  '", "BLANK   = -32768", "EXTNAME = 'COMPRESSED_IMAGE'"],
+    struct.pack(">2i", len(tile), 0) + tile))
 PY
 
 # genperf's own training files (a LoRA adapter, a trainer state) are written by genperf's writers.
