@@ -1,0 +1,142 @@
+// The super-resolution metrics (genperf/sr_metrics.h).
+#include "genperf/sr_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <numbers>
+
+#include "genperf/error.h"
+#include "genperf/fft.h"
+
+namespace genperf::sr {
+namespace {
+
+void check_same(const char* what, const Map& a, const Map& b) {
+  GP_CHECK(a.h == b.h && a.w == b.w && a.h > 0 && a.w > 0, "[sr ", what, "] maps of ", a.h, " x ", a.w, " and ",
+           b.h, " x ", b.w, ": expected two non-empty maps of one size");
+}
+
+double mean_of(const Map& m) {
+  double s = 0;
+  for (double v : m.v) s += v;
+  return s / double(m.v.size());
+}
+
+double sd_of(const Map& m) {
+  const double mu = mean_of(m);
+  double s = 0;
+  for (double v : m.v) s += (v - mu) * (v - mu);
+  return std::sqrt(s / double(m.v.size()));
+}
+
+// The Hann-tapered transform of m less its mean.
+std::vector<std::complex<double>> spectrum_of(const Map& m) {
+  GP_CHECK(m.h == m.w && is_pow2(m.h), "[sr spectrum] a ", m.h, " x ", m.w,
+           " map: spectra take square maps whose side is a power of two");
+  const int64_t n = m.h;
+  const double mu = mean_of(m);
+  std::vector<double> hann(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) hann[size_t(i)] = 0.5 - 0.5 * std::cos(2 * std::numbers::pi * double(i) / double(n));
+  std::vector<std::complex<double>> f(static_cast<size_t>(n * n));
+  for (int64_t y = 0; y < n; ++y)
+    for (int64_t x = 0; x < n; ++x) f[size_t(y * n + x)] = (m.at(y, x) - mu) * hann[size_t(y)] * hann[size_t(x)];
+  fft2(f, n, n);
+  return f;
+}
+
+// The mean of value(mode) over the modes of each integer band of |k|, k = 0 .. n/2.
+template <typename Fn>
+std::vector<double> band_average(int64_t n, Fn value) {
+  std::vector<double> sum(size_t(n / 2 + 1), 0.0), cnt(sum.size(), 0.0);
+  for (int64_t y = 0; y < n; ++y)
+    for (int64_t x = 0; x < n; ++x) {
+      const double ky = double(y <= n / 2 ? y : y - n), kx = double(x <= n / 2 ? x : x - n);
+      const auto k = size_t(std::sqrt(kx * kx + ky * ky));
+      if (k >= sum.size()) continue;
+      sum[k] += value(size_t(y * n + x));
+      cnt[k] += 1;
+    }
+  for (size_t k = 0; k < sum.size(); ++k) sum[k] = cnt[k] > 0 ? sum[k] / cnt[k] : 0.0;
+  return sum;
+}
+
+}  // namespace
+
+double psnr(const Map& x, const Map& ref) {
+  check_same("psnr", x, ref);
+  double mse = 0;
+  for (size_t i = 0; i < x.v.size(); ++i) mse += (x.v[i] - ref.v[i]) * (x.v[i] - ref.v[i]);
+  mse /= double(x.v.size());
+  const auto [lo, hi] = std::minmax_element(ref.v.begin(), ref.v.end());
+  const double range = *hi - *lo;
+  return mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(range * range / mse);
+}
+
+std::vector<double> power_spectrum(const Map& m) {
+  const auto f = spectrum_of(m);
+  return band_average(m.h, [&](size_t i) { return std::norm(f[i]); });
+}
+
+std::vector<double> spectrum_correlation(const Map& a, const Map& b) {
+  check_same("spectrum_correlation", a, b);
+  const auto fa = spectrum_of(a), fb = spectrum_of(b);
+  const auto pa = band_average(a.h, [&](size_t i) { return std::norm(fa[i]); });
+  const auto pb = band_average(a.h, [&](size_t i) { return std::norm(fb[i]); });
+  auto r = band_average(a.h, [&](size_t i) { return (fa[i] * std::conj(fb[i])).real(); });
+  for (size_t k = 0; k < r.size(); ++k) r[k] = pa[k] > 0 && pb[k] > 0 ? r[k] / std::sqrt(pa[k] * pb[k]) : 0.0;
+  return r;
+}
+
+SpectrumScore spectrum_score(const Map& sr, const Map& hr, int64_t scale) {
+  check_same("spectrum_score", sr, hr);
+  GP_CHECK(scale >= 1 && hr.h / (2 * scale) >= 2, "[sr spectrum_score] scale ", scale, " leaves no band below a ",
+           hr.h, "-pixel map's low-resolution Nyquist");
+  SpectrumScore s;
+  const auto ps = power_spectrum(sr), ph = power_spectrum(hr);
+  s.ratio.resize(ps.size());
+  for (size_t k = 0; k < ps.size(); ++k) s.ratio[k] = ph[k] > 0 ? ps[k] / ph[k] : 0.0;
+  const int64_t n = hr.h, k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
+  for (int64_t k = k_lr + 1; k <= k_hi; ++k) s.worst = std::max(s.worst, std::fabs(s.ratio[size_t(k)] - 1));
+  const auto r = spectrum_correlation(sr, hr);
+  s.min_corr = 1;
+  for (int64_t k = 1; k <= k_lr / 2; ++k) s.min_corr = std::min(s.min_corr, r[size_t(k)]);
+  return s;
+}
+
+double wasserstein1(const Map& a, const Map& ref) {
+  check_same("wasserstein1", a, ref);
+  std::vector<double> x = a.v, y = ref.v;
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  double d = 0;  // equal sample counts: the mean distance between matched order statistics
+  for (size_t i = 0; i < x.size(); ++i) d += std::fabs(x[i] - y[i]);
+  const double sd = sd_of(ref);
+  GP_CHECK(sd > 0, "[sr wasserstein1] the reference map is constant: no scale to divide by");
+  return d / double(x.size()) / sd;
+}
+
+double consistency(const Map& sr, const Map& lr, const Degradation& d) {
+  Degradation clean = d;
+  clean.noise = 0;
+  const Map back = degrade(sr, clean);
+  check_same("consistency", back, lr);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < lr.v.size(); ++i) {
+    num += (back.v[i] - lr.v[i]) * (back.v[i] - lr.v[i]);
+    den += lr.v[i] * lr.v[i];
+  }
+  GP_CHECK(den > 0, "[sr consistency] the low-resolution map is all zeros");
+  return std::sqrt(num / den);
+}
+
+double coverage(const Map& hr, const Map& mean, const Map& sd) {
+  check_same("coverage", hr, mean);
+  check_same("coverage", hr, sd);
+  int64_t in = 0;
+  for (size_t i = 0; i < hr.v.size(); ++i) in += std::fabs(hr.v[i] - mean.v[i]) <= sd.v[i];
+  return double(in) / double(hr.v.size());
+}
+
+}  // namespace genperf::sr
