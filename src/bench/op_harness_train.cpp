@@ -314,9 +314,9 @@ struct Attention : Projected<Attention> {
 
 // The optimizer's ops against plain double loops.
 void add_optimizer(std::vector<Case>& out) {
-  const int64_t n = 1003;
+  constexpr int64_t n = 1003;
   out.push_back({"adamw_step", "n=1003", [](const Backend& b) { return b.train.adamw_step != nullptr; },
-                 [n](const Backend& b, uint64_t seed) {
+                 [](const Backend& b, uint64_t seed) {
                    Rng r(seed);
                    auto p = randn(r, size_t(n)), g = randn(r, size_t(n)), m = randn(r, size_t(n), 0.1), v = randn(r, size_t(n), 0.1);
                    for (auto& e : v) e = e * e;
