@@ -89,4 +89,33 @@ void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, 
 template <typename F>
 void time_embedding(F* out, const F* t, int64_t n, int64_t dim, Device dev = Device::CPU);
 
+// Channel concatenation of two channels-last arrays (the UNet's skip connections):
+// out[N, Ca + Cb] = [a[N, Ca], b[N, Cb]] row by row, N = B * H * W.
+template <typename F>
+void concat_channels_forward(F* out, const F* a, const F* b, int64_t N, int64_t Ca, int64_t Cb,
+                             Device dev = Device::CPU);
+// da[N, Ca] =, db[N, Cb] = the two column blocks of dout (each skipped when null).
+template <typename F>
+void concat_channels_backward(F* da, F* db, const F* dout, int64_t N, int64_t Ca, int64_t Cb,
+                              Device dev = Device::CPU);
+
+// A per-image channel bias added in place (a residual block's time embedding):
+// x[b, p, c] += e[b, c] for every pixel p < HW; x [B, HW, C], e [B, C].
+template <typename F>
+void add_image_bias_forward(F* x, const F* e, int64_t B, int64_t HW, int64_t C,
+                            Device dev = Device::CPU);
+// de[b, c] = the sum over pixels p of dout[b, p, c] (=, not +=).
+template <typename F>
+void add_image_bias_backward(F* de, const F* dout, int64_t B, int64_t HW, int64_t C,
+                             Device dev = Device::CPU);
+
+// Mean squared error over n values: returns sum_i (pred_i - target_i)^2 / n, accumulated in
+// double over fixed chunks added in order (the same result for any thread count).
+template <typename F>
+double mse_forward(const F* pred, const F* target, int64_t n, Device dev = Device::CPU);
+// dpred[i] = dloss * 2 (pred_i - target_i) / n (dpred may alias pred).
+template <typename F>
+void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dloss,
+                  Device dev = Device::CPU);
+
 }  // namespace genperf::ops
