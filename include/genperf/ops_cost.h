@@ -72,5 +72,10 @@ OpCost silu_backward_cost(int64_t n);
 // Resampling by 2 of a [B, H, W, C] input (up: 4x the pixels out; pool: a quarter).
 OpCost upsample2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);  // forward or backward
 OpCost avgpool2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);   // forward or backward
+OpCost concat_channels_cost(int64_t N, int64_t Ca, int64_t Cb);      // forward or backward
+OpCost add_image_bias_forward_cost(int64_t B, int64_t HW, int64_t C);
+OpCost add_image_bias_backward_cost(int64_t B, int64_t HW, int64_t C);
+OpCost mse_forward_cost(int64_t n);
+OpCost mse_backward_cost(int64_t n);
 
 }  // namespace genperf::ops

@@ -165,6 +165,93 @@ struct Bicubic : Projected<Bicubic> {
   }
 };
 
+// [N, Ca] and [N, Cb] rows concatenated; skip_b passes a null db (its gradient not wanted).
+struct Concat : Projected<Concat> {
+  const char* fwd_op = "concat_channels_forward";
+  const char* bwd_op = "concat_channels_backward";
+  int64_t N = 7, Ca = 3, Cb = 5;
+  bool skip_b = false;
+  double tol_fwd = 1e-7, tol_bwd = 1e-7;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"a", "b"};
+  bool has_fwd(const Backend& b) const { return b.train.concat_channels_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.concat_channels_backward; }
+  Arrays make(Rng& r) const {
+    return {{"a", randn(r, size_t(N * Ca))}, {"b", randn(r, size_t(N * Cb))}, {"G", randn(r, size_t(N * (Ca + Cb)))}};
+  }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto a = as<F>(at(in, "a")), c = as<F>(at(in, "b"));
+    std::vector<F> o(static_cast<size_t>(N * (Ca + Cb)));
+    GP_TRAIN(F, b, concat_channels_forward, o.data(), a.data(), c.data(), N, Ca, Cb);
+    return {{"out", back(o)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto G = as<F>(at(in, "G"));
+    std::vector<F> da(static_cast<size_t>(N * Ca), F(kNaN)), db(static_cast<size_t>(N * Cb), F(kNaN));
+    GP_TRAIN(F, b, concat_channels_backward, da.data(), skip_b ? static_cast<F*>(nullptr) : db.data(), G.data(), N,
+             Ca, Cb);
+    if (skip_b) return {{"da", back(da)}};
+    return {{"da", back(da)}, {"db", back(db)}};
+  }
+};
+
+// x[B, HW, C] += e[B, C] (in place on a copy of x).
+struct ImageBias : Projected<ImageBias> {
+  const char* fwd_op = "add_image_bias_forward";
+  const char* bwd_op = "add_image_bias_backward";
+  int64_t B = 2, HW = 15, C = 5;
+  double tol_fwd = 2e-7, tol_bwd = 1e-6;  // float rounding of the inputs and of the sum
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"e"};
+  bool has_fwd(const Backend& b) const { return b.train.add_image_bias_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.add_image_bias_backward; }
+  Arrays make(Rng& r) const {
+    return {{"x", randn(r, size_t(B * HW * C))}, {"e", randn(r, size_t(B * C))}, {"G", randn(r, size_t(B * HW * C))}};
+  }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto x = as<F>(at(in, "x")), e = as<F>(at(in, "e"));
+    GP_TRAIN(F, b, add_image_bias_forward, x.data(), e.data(), B, HW, C);
+    return {{"out", back(x)}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto G = as<F>(at(in, "G"));
+    std::vector<F> de(static_cast<size_t>(B * C), F(kNaN));
+    GP_TRAIN(F, b, add_image_bias_backward, de.data(), G.data(), B, HW, C);
+    return {{"de", back(de)}};
+  }
+};
+
+// The loss is dloss times the mean squared error, so that backward's dloss is checked too.
+struct Mse {
+  const char* fwd_op = "mse_forward";
+  const char* bwd_op = "mse_backward";
+  int64_t n = 1001;
+  double dloss = 0.5;
+  double tol_fwd = 1e-6, tol_bwd = 1e-6;
+  bool fd = true;
+  std::vector<std::string> fd_inputs = {"pred"};
+  bool has_fwd(const Backend& b) const { return b.train.mse_forward; }
+  bool has_bwd(const Backend& b) const { return b.train.mse_backward; }
+  Arrays make(Rng& r) const { return {{"pred", randn(r, size_t(n))}, {"target", randn(r, size_t(n))}}; }
+  template <typename F>
+  Arrays fwd(const Backend& b, const Arrays& in) const {
+    auto p = as<F>(at(in, "pred")), t = as<F>(at(in, "target"));
+    return {{"loss", {GP_TRAIN(F, b, mse_forward, p.data(), t.data(), n)}}};
+  }
+  template <typename F>
+  Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
+    auto p = as<F>(at(in, "pred")), t = as<F>(at(in, "target"));
+    std::vector<F> d(static_cast<size_t>(n), F(kNaN));
+    GP_TRAIN(F, b, mse_backward, d.data(), p.data(), t.data(), n, dloss);
+    return {{"dpred", back(d)}};
+  }
+  double loss(const Backend& b, const Arrays& in) const { return dloss * fwd<double>(b, in).at("loss")[0]; }
+};
+
 }  // namespace
 
 void add_image_cases(std::vector<Case>& out) {
@@ -198,6 +285,34 @@ void add_image_cases(std::vector<Case>& out) {
     Bicubic two;
     two.H = 1, two.W = 2, two.s = 2;  // every tap clamped
     add_family(out, "B=2 H=1 W=2 C=3 x2", two);
+  }
+  add_family(out, "N=7 Ca=3 Cb=5", Concat{});
+  {
+    Concat one, wide, skip;
+    one.N = 1, one.Ca = 1, one.Cb = 1;
+    add_family(out, "N=1 Ca=1 Cb=1", one);
+    wide.N = 33, wide.Ca = 16, wide.Cb = 17;
+    add_family(out, "N=33 Ca=16 Cb=17", wide);
+    skip.skip_b = true;
+    skip.fd_inputs = {"a"};
+    add_family(out, "N=7 Ca=3 Cb=5 db null", skip);
+  }
+  add_family(out, "B=2 HW=15 C=5", ImageBias{});
+  {
+    ImageBias one, wide;
+    one.B = 1, one.HW = 1, one.C = 1;
+    add_family(out, "B=1 HW=1 C=1", one);
+    wide.B = 3, wide.HW = 40, wide.C = 37;  // channels over several blocks of 16
+    add_family(out, "B=3 HW=40 C=37", wide);
+  }
+  add_family(out, "n=1001", Mse{});
+  {
+    Mse one, chunks;
+    one.n = 1;
+    add_family(out, "n=1", one);
+    chunks.n = (int64_t(1) << 16) + 3;  // two partial sums
+    chunks.fd = false;  // differences of a loss this long drown in its rounding; n=1001 checks them
+    add_family(out, "n=65539 (two chunks)", chunks);
   }
 }
 

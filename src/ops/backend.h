@@ -91,6 +91,17 @@ struct TrainKernels {
   void (*bicubic_up_backward)(float* dx, const float* dout, int64_t B, int64_t H, int64_t W,
                               int64_t C, int64_t s) = nullptr;
   void (*time_embedding)(float* out, const float* t, int64_t n, int64_t dim) = nullptr;
+  void (*concat_channels_forward)(float* out, const float* a, const float* b, int64_t N,
+                                  int64_t Ca, int64_t Cb) = nullptr;
+  void (*concat_channels_backward)(float* da, float* db, const float* dout, int64_t N, int64_t Ca,
+                                   int64_t Cb) = nullptr;
+  void (*add_image_bias_forward)(float* x, const float* e, int64_t B, int64_t HW,
+                                 int64_t C) = nullptr;
+  void (*add_image_bias_backward)(float* de, const float* dout, int64_t B, int64_t HW,
+                                  int64_t C) = nullptr;
+  double (*mse_forward)(const float* pred, const float* target, int64_t n) = nullptr;
+  void (*mse_backward)(float* dpred, const float* pred, const float* target, int64_t n,
+                       double dloss) = nullptr;
 };
 
 struct Backend {

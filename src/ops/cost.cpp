@@ -174,5 +174,18 @@ OpCost avgpool2x_cost(int64_t B, int64_t H, int64_t W, int64_t C) {
   const double n = d(B) * d(H) * d(W) * d(C);
   return {n, kF * 1.25 * n};
 }
+OpCost concat_channels_cost(int64_t N, int64_t Ca, int64_t Cb) {
+  return {0.0, kF * 2.0 * d(N) * d(Ca + Cb)};  // copies
+}
+OpCost add_image_bias_forward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {n, kF * (2.0 * n + d(B) * d(C))};  // x read and written in place
+}
+OpCost add_image_bias_backward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {n, kF * (n + d(B) * d(C))};
+}
+OpCost mse_forward_cost(int64_t n) { return {3.0 * d(n), kF * 2.0 * d(n)}; }
+OpCost mse_backward_cost(int64_t n) { return {2.0 * d(n), kF * 3.0 * d(n)}; }
 
 }  // namespace genperf::ops

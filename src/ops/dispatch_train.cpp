@@ -156,6 +156,10 @@ void check_even(const char* op, int64_t B, int64_t H, int64_t W, int64_t C) {
   GP_CHECK(H % 2 == 0 && W % 2 == 0, "[", op, "] a ", H, " x ", W,
            " image does not pool by 2 (both sides must be even)");
 }
+void check_concat(const char* op, int64_t N, int64_t Ca, int64_t Cb) {
+  GP_CHECK(N > 0 && Ca > 0 && Cb > 0, "[", op, "] empty concatenation: N ", N, ", Ca ", Ca,
+           ", Cb ", Cb);
+}
 }  // namespace
 
 void check_conv_shape(const char* op, const ConvShape& s) {
@@ -241,6 +245,38 @@ void time_embedding(F* out, const F* t, int64_t n, int64_t dim, Device dev) {
   GP_CHECK(n >= 0 && dim >= 2 && dim % 2 == 0, "[time_embedding] dimension ", dim, ": expected an even size >= 2");
   GP_RUN(time_embedding, out, t, n, dim);
 }
+template <typename F>
+void concat_channels_forward(F* out, const F* a, const F* b, int64_t N, int64_t Ca, int64_t Cb,
+                             Device dev) {
+  check_concat("concat_channels_forward", N, Ca, Cb);
+  GP_RUN(concat_channels_forward, out, a, b, N, Ca, Cb);
+}
+template <typename F>
+void concat_channels_backward(F* da, F* db, const F* dout, int64_t N, int64_t Ca, int64_t Cb,
+                              Device dev) {
+  check_concat("concat_channels_backward", N, Ca, Cb);
+  GP_RUN(concat_channels_backward, da, db, dout, N, Ca, Cb);
+}
+template <typename F>
+void add_image_bias_forward(F* x, const F* e, int64_t B, int64_t HW, int64_t C, Device dev) {
+  check_image("add_image_bias_forward", B, HW, 1, C);
+  GP_RUN(add_image_bias_forward, x, e, B, HW, C);
+}
+template <typename F>
+void add_image_bias_backward(F* de, const F* dout, int64_t B, int64_t HW, int64_t C, Device dev) {
+  check_image("add_image_bias_backward", B, HW, 1, C);
+  GP_RUN(add_image_bias_backward, de, dout, B, HW, C);
+}
+template <typename F>
+double mse_forward(const F* pred, const F* target, int64_t n, Device dev) {
+  GP_CHECK(n > 0, "[mse_forward] ", n, " values: expected at least one");
+  return GP_RUN(mse_forward, pred, target, n);
+}
+template <typename F>
+void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dloss, Device dev) {
+  GP_CHECK(n > 0, "[mse_backward] ", n, " values: expected at least one");
+  GP_RUN(mse_backward, dpred, pred, target, n, dloss);
+}
 #undef GP_RUN
 
 #define GENPERF_TRAIN_OPS(F)                                                                      \
@@ -294,7 +330,14 @@ void time_embedding(F* out, const F* t, int64_t n, int64_t dim, Device dev) {
                                       Device);                                                  \
   template void bicubic_up_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t, \
                                        Device);                                                 \
-  template void time_embedding<F>(F*, const F*, int64_t, int64_t, Device);
+  template void time_embedding<F>(F*, const F*, int64_t, int64_t, Device);                       \
+  template void concat_channels_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t,    \
+                                           Device);                                              \
+  template void concat_channels_backward<F>(F*, F*, const F*, int64_t, int64_t, int64_t, Device); \
+  template void add_image_bias_forward<F>(F*, const F*, int64_t, int64_t, int64_t, Device);      \
+  template void add_image_bias_backward<F>(F*, const F*, int64_t, int64_t, int64_t, Device);     \
+  template double mse_forward<F>(const F*, const F*, int64_t, Device);                           \
+  template void mse_backward<F>(F*, const F*, const F*, int64_t, double, Device);
 
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s,
                 Device dev) {

@@ -81,7 +81,9 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
               t.sum_squares && t.scale && t.conv2d_forward && t.conv2d_backward && t.group_norm_forward && t.group_norm_backward &&
               t.silu_forward && t.silu_backward && t.upsample2x_forward && t.upsample2x_backward &&
               t.avgpool2x_forward && t.avgpool2x_backward && t.bicubic_up_forward &&
-              t.bicubic_up_backward && t.time_embedding);
+              t.bicubic_up_backward && t.time_embedding && t.concat_channels_forward &&
+              t.concat_channels_backward && t.add_image_bias_forward && t.add_image_bias_backward &&
+              t.mse_forward && t.mse_backward);
   std::vector<float> f(64, 0.f);
   std::vector<double> d(64, 0.0);
   ops::AttnShape s;
@@ -115,6 +117,14 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
          ops::conv2d_backward(p, p, p, p, p, p, cs, cuda);
        }},
       {"avgpool2x_backward", [&] { ops::avgpool2x_backward(f.data(), f.data(), 1, 2, 2, 4, cuda); }},
+      {"concat_channels_forward",
+       [&] { ops::concat_channels_forward(f.data(), f.data(), f.data(), 2, 3, 4, cuda); }},
+      {"concat_channels_backward",
+       [&] { ops::concat_channels_backward(f.data(), static_cast<float*>(nullptr), f.data(), 2, 3, 4, cuda); }},
+      {"add_image_bias_forward", [&] { ops::add_image_bias_forward(f.data(), f.data(), 1, 4, 4, cuda); }},
+      {"add_image_bias_backward", [&] { ops::add_image_bias_backward(f.data(), f.data(), 1, 4, 4, cuda); }},
+      {"mse_forward", [&] { ops::mse_forward(f.data(), f.data(), 8, cuda); }},
+      {"mse_backward", [&] { ops::mse_backward(f.data(), f.data(), f.data(), 8, 1.0, cuda); }},
   };
   for (const auto& [op, fn] : cases)
     EXPECT_EQ(error_of(fn), "[" + op + "] has no CUDA kernel") << op;

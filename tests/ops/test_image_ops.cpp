@@ -1,16 +1,21 @@
 // Image ops (genperf/ops_image.h): forward against direct float64 formulas, backward against
-// central finite differences in float64, the float kernels against the float64 reference, at odd
-// sizes (one pixel, one group, channels not a multiple of the SIMD width), and bad shapes refused.
+// central finite differences in float64 or direct loops, the float kernels against the float64
+// reference, at odd sizes (one pixel, one group, channels not a multiple of the SIMD width), bad
+// shapes refused, and the sums (mse, the bias gradient) the same for any thread count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "genperf/error.h"
 #include "genperf/ops_image.h"
 #include "genperf/rng.h"
+#include "genperf/runtime.h"
 #include "train/train_test_util.h"
 
 using namespace genperf;
@@ -335,4 +340,174 @@ TEST(ImageOps, TimeEmbedding) {
   time_embedding(ef.data(), tf.data(), int64_t(t.size()), dim);
   EXPECT_LT(rel_error(ef, e), 1e-6);
   EXPECT_THROW(time_embedding(ef.data(), tf.data(), 1, 7), Error);
+}
+
+namespace {
+
+// The message of the Error fn throws ("" if none).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Concatenation against a direct row-by-row copy, in float64 and float; backward splits dout back
+// into the two blocks, each skipped when its pointer is null.
+TEST(ImageOps, ConcatChannels) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  struct Sz {
+    int64_t N, Ca, Cb;
+  };
+  for (const Sz k : {Sz{7, 3, 5}, Sz{1, 1, 1}, Sz{40, 16, 17}, Sz{3000, 5, 8}}) {
+    const int64_t C = k.Ca + k.Cb;
+    Rng r(kSeed + uint64_t(k.N * C));
+    const auto a = randn(r, size_t(k.N * k.Ca)), b = randn(r, size_t(k.N * k.Cb)), G = randn(r, size_t(k.N * C));
+    std::vector<double> want(size_t(k.N * C)), wa(a.size()), wb(b.size());
+    for (int64_t i = 0; i < k.N; ++i) {
+      for (int64_t c = 0; c < k.Ca; ++c) want[size_t(i * C + c)] = a[size_t(i * k.Ca + c)];
+      for (int64_t c = 0; c < k.Cb; ++c) want[size_t(i * C + k.Ca + c)] = b[size_t(i * k.Cb + c)];
+      for (int64_t c = 0; c < k.Ca; ++c) wa[size_t(i * k.Ca + c)] = G[size_t(i * C + c)];
+      for (int64_t c = 0; c < k.Cb; ++c) wb[size_t(i * k.Cb + c)] = G[size_t(i * C + k.Ca + c)];
+    }
+    std::vector<double> out(want.size()), da(a.size(), 9.0), db(b.size(), 9.0);
+    concat_channels_forward(out.data(), a.data(), b.data(), k.N, k.Ca, k.Cb);
+    concat_channels_backward(da.data(), db.data(), G.data(), k.N, k.Ca, k.Cb);
+    EXPECT_EQ(out, want);
+    EXPECT_EQ(da, wa);
+    EXPECT_EQ(db, wb);
+    const auto af = cast<float>(a), bf = cast<float>(b), Gf = cast<float>(G);
+    std::vector<float> outf(want.size()), daf(a.size(), 9.f), dbf(b.size(), 9.f);
+    concat_channels_forward(outf.data(), af.data(), bf.data(), k.N, k.Ca, k.Cb);
+    concat_channels_backward(daf.data(), dbf.data(), Gf.data(), k.N, k.Ca, k.Cb);
+    EXPECT_EQ(outf, cast<float>(want));
+    EXPECT_EQ(daf, cast<float>(wa));
+    EXPECT_EQ(dbf, cast<float>(wb));
+    // One gradient at a time.
+    std::vector<float> only_a(a.size(), 9.f), only_b(b.size(), 9.f);
+    concat_channels_backward(only_a.data(), static_cast<float*>(nullptr), Gf.data(), k.N, k.Ca, k.Cb);
+    concat_channels_backward(static_cast<float*>(nullptr), only_b.data(), Gf.data(), k.N, k.Ca, k.Cb);
+    EXPECT_EQ(only_a, cast<float>(wa));
+    EXPECT_EQ(only_b, cast<float>(wb));
+    std::vector<double> only_bd(b.size(), 9.0);
+    concat_channels_backward(static_cast<double*>(nullptr), only_bd.data(), G.data(), k.N, k.Ca, k.Cb);
+    EXPECT_EQ(only_bd, wb);
+  }
+  std::vector<float> f(64, 0.f);
+  float* p = f.data();
+  EXPECT_EQ(error_of([&] { concat_channels_forward(p, p, p, 4, 3, 0); }),
+            "[concat_channels_forward] empty concatenation: N 4, Ca 3, Cb 0");
+  EXPECT_EQ(error_of([&] { concat_channels_backward(p, p, p, 0, 3, 2); }),
+            "[concat_channels_backward] empty concatenation: N 0, Ca 3, Cb 2");
+}
+
+// The bias added to every pixel of its image; backward the per-image sum over pixels, against
+// direct loops (float64 and float).
+TEST(ImageOps, AddImageBias) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  struct Sz {
+    int64_t B, HW, C;
+  };
+  for (const Sz k : {Sz{2, 7, 3}, Sz{1, 1, 1}, Sz{3, 13, 37}, Sz{2, 1024, 20}}) {
+    const int64_t n = k.B * k.HW * k.C;
+    Rng r(kSeed + uint64_t(n));
+    const auto x = randn(r, size_t(n)), e = randn(r, size_t(k.B * k.C)), G = randn(r, size_t(n));
+    std::vector<double> want(x), wde(e.size(), 0.0);
+    for (int64_t b = 0; b < k.B; ++b)
+      for (int64_t p = 0; p < k.HW; ++p)
+        for (int64_t c = 0; c < k.C; ++c) {
+          want[size_t((b * k.HW + p) * k.C + c)] += e[size_t(b * k.C + c)];
+          wde[size_t(b * k.C + c)] += G[size_t((b * k.HW + p) * k.C + c)];
+        }
+    std::vector<double> y(x), de(e.size(), 9.0);
+    add_image_bias_forward(y.data(), e.data(), k.B, k.HW, k.C);
+    add_image_bias_backward(de.data(), G.data(), k.B, k.HW, k.C);
+    EXPECT_EQ(y, want);
+    EXPECT_LT(rel_error(de, wde), 1e-14);
+    auto yf = cast<float>(x);
+    const auto ef = cast<float>(e), Gf = cast<float>(G);
+    std::vector<float> def(e.size(), 9.f);
+    add_image_bias_forward(yf.data(), ef.data(), k.B, k.HW, k.C);
+    add_image_bias_backward(def.data(), Gf.data(), k.B, k.HW, k.C);
+    EXPECT_LT(rel_error(yf, want), 2e-7);
+    EXPECT_LT(rel_error(def, wde), 1e-6);
+  }
+  std::vector<float> f(64, 0.f);
+  float* p = f.data();
+  EXPECT_EQ(error_of([&] { add_image_bias_forward(p, p, 2, 4, 0); }),
+            "[add_image_bias_forward] empty image: B 2, H 4, W 1, C 0");
+  EXPECT_NE(error_of([&] { add_image_bias_backward(p, p, 0, 4, 2); }).find("[add_image_bias_backward]"),
+            std::string::npos);
+}
+
+// The mean of squared differences against a direct sum, its gradient against the formula and
+// finite differences (float64), the float kernels against both; backward in place (dpred = pred).
+TEST(ImageOps, Mse) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const double dloss = 0.75;
+  for (const int64_t n : {int64_t(1), int64_t(7), int64_t(1001), int64_t(150001)}) {
+    Rng r(kSeed + uint64_t(n));
+    auto pred = randn(r, size_t(n));
+    const auto target = randn(r, size_t(n));
+    double sum = 0;
+    std::vector<double> wd(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = pred[size_t(i)] - target[size_t(i)];
+      sum += d * d;
+      wd[size_t(i)] = dloss * 2 * d / double(n);
+    }
+    const double want = sum / double(n);
+    EXPECT_NEAR(mse_forward(pred.data(), target.data(), n), want, 1e-13 * want) << "n " << n;
+    std::vector<double> dp(size_t(n), 9.0);
+    mse_backward(dp.data(), pred.data(), target.data(), n, dloss);
+    EXPECT_LT(rel_error(dp, wd), 1e-14) << "n " << n;
+    if (n <= 1001)
+      check_fd("mse n=" + std::to_string(n) + " dpred", pred, dp,
+               [&] { return dloss * mse_forward(pred.data(), target.data(), n); }, r, 32);
+    // Float: inputs rounded to float, the sum still in double.
+    const auto pf = cast<float>(pred), tf = cast<float>(target);
+    double sumf = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = double(pf[size_t(i)]) - double(tf[size_t(i)]);
+      sumf += d * d;
+    }
+    EXPECT_NEAR(mse_forward(pf.data(), tf.data(), n), sumf / double(n), 1e-13 * want) << "n " << n;
+    EXPECT_NEAR(mse_forward(pf.data(), tf.data(), n), want, 1e-6 * want) << "n " << n;
+    std::vector<float> dpf(size_t(n), 9.f), inplace(pf);
+    mse_backward(dpf.data(), pf.data(), tf.data(), n, dloss);
+    mse_backward(inplace.data(), inplace.data(), tf.data(), n, dloss);
+    EXPECT_LT(rel_error(dpf, wd), 1e-6) << "n " << n;
+    EXPECT_EQ(inplace, dpf) << "n " << n;
+  }
+  std::vector<float> f(8, 0.f);
+  EXPECT_EQ(error_of([&] { mse_forward(f.data(), f.data(), 0); }), "[mse_forward] 0 values: expected at least one");
+  EXPECT_NE(error_of([&] { mse_backward(f.data(), f.data(), f.data(), -1, 1.0); }).find("[mse_backward]"),
+            std::string::npos);
+}
+
+// The loss and the bias gradient are sums: the same bits with one thread as with several.
+TEST(ImageOps, SumsIndependentOfThreadCount) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  Rng r(kSeed + 3);
+  const int64_t n = 300007, B = 2, HW = 4096, C = 40;
+  const auto pred = cast<float>(randn(r, size_t(n))), target = cast<float>(randn(r, size_t(n)));
+  const auto G = cast<float>(randn(r, size_t(B * HW * C)));
+  const int saved = num_threads();
+  std::vector<double> loss;
+  std::vector<std::vector<float>> de;
+  for (int nt : {1, 2, 3, 4}) {
+    set_num_threads(nt);
+    loss.push_back(mse_forward(pred.data(), target.data(), n));
+    de.emplace_back(size_t(B * C));
+    add_image_bias_backward(de.back().data(), G.data(), B, HW, C);
+  }
+  set_num_threads(saved);
+  for (size_t i = 1; i < loss.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&loss[i], &loss[0], sizeof(double)), 0) << "threads " << i + 1;
+    EXPECT_EQ(de[i], de[0]) << "threads " << i + 1;
+  }
 }

@@ -58,6 +58,12 @@ const Backend& cpu_backend() {
     t.bicubic_up_forward = cpu::bicubic_up_forward<float>;
     t.bicubic_up_backward = cpu::bicubic_up_backward<float>;
     t.time_embedding = cpu::time_embedding<float>;
+    t.concat_channels_forward = cpu::concat_channels_forward<float>;
+    t.concat_channels_backward = cpu::concat_channels_backward<float>;
+    t.add_image_bias_forward = cpu::add_image_bias_forward<float>;
+    t.add_image_bias_backward = cpu::add_image_bias_backward<float>;
+    t.mse_forward = cpu::mse_forward<float>;
+    t.mse_backward = cpu::mse_backward<float>;
     return b;
   }();
   return table;

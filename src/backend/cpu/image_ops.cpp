@@ -16,6 +16,8 @@ namespace {
 
 constexpr int64_t kParallelElems = int64_t(1) << 15;
 int threads_for(int64_t elems) { return elems >= kParallelElems ? num_threads() : 1; }
+constexpr int64_t kBiasBlock = 16;               // channels per task of add_image_bias_backward
+constexpr int64_t kMseChunk = int64_t(1) << 16;  // values per partial sum of mse_forward
 
 template <typename F>
 F sigmoid(F x) {
@@ -285,6 +287,87 @@ void time_embedding(F* out, const F* t, int64_t n, int64_t dim) {
     }
 }
 
+// ------------------------------------------------------------------------------------------
+// channel concatenation: one task per pixel row
+
+template <typename F>
+void concat_channels_forward(F* out, const F* a, const F* b, int64_t N, int64_t Ca, int64_t Cb) {
+  const int64_t C = Ca + Cb;
+#pragma omp parallel for num_threads(threads_for(N * C)) schedule(static)
+  for (int64_t r = 0; r < N; ++r) {
+    std::copy_n(a + r * Ca, Ca, out + r * C);
+    std::copy_n(b + r * Cb, Cb, out + r * C + Ca);
+  }
+}
+
+template <typename F>
+void concat_channels_backward(F* da, F* db, const F* dout, int64_t N, int64_t Ca, int64_t Cb) {
+  const int64_t C = Ca + Cb;
+#pragma omp parallel for num_threads(threads_for(N * C)) schedule(static)
+  for (int64_t r = 0; r < N; ++r) {
+    if (da) std::copy_n(dout + r * C, Ca, da + r * Ca);
+    if (db) std::copy_n(dout + r * C + Ca, Cb, db + r * Cb);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// per-image channel bias: forward one task per pixel row; backward one task per (image, block of
+// kBiasBlock channels), each channel summed in double over the pixels in order.
+
+template <typename F>
+void add_image_bias_forward(F* x, const F* e, int64_t B, int64_t HW, int64_t C) {
+#pragma omp parallel for num_threads(threads_for(B * HW * C)) schedule(static)
+  for (int64_t r = 0; r < B * HW; ++r) {
+    const F* eb = e + (r / HW) * C;
+    F* xr = x + r * C;
+    for (int64_t c = 0; c < C; ++c) xr[c] += eb[c];
+  }
+}
+
+template <typename F>
+void add_image_bias_backward(F* de, const F* dout, int64_t B, int64_t HW, int64_t C) {
+  const int64_t blocks = (C + kBiasBlock - 1) / kBiasBlock;
+#pragma omp parallel for num_threads(threads_for(B * HW * C)) schedule(static)
+  for (int64_t t = 0; t < B * blocks; ++t) {
+    const int64_t b = t / blocks, c0 = (t % blocks) * kBiasBlock, nc = std::min(kBiasBlock, C - c0);
+    double acc[kBiasBlock] = {};
+    const F* g = dout + b * HW * C + c0;
+    for (int64_t p = 0; p < HW; ++p)
+      for (int64_t c = 0; c < nc; ++c) acc[c] += double(g[p * C + c]);
+    for (int64_t c = 0; c < nc; ++c) de[b * C + c0 + c] = F(acc[c]);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// mean squared error: partial sums in double over chunks of kMseChunk values, added in chunk
+// order (as sum_squares_chunked), so the loss does not depend on the thread count.
+
+template <typename F>
+double mse_forward(const F* pred, const F* target, int64_t n) {
+  const int64_t chunks = (n + kMseChunk - 1) / kMseChunk;
+  std::vector<double> part(size_t(chunks), 0.0);
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t end = std::min(n, (k + 1) * kMseChunk);
+    double s = 0;
+    for (int64_t i = k * kMseChunk; i < end; ++i) {
+      const double d = double(pred[i]) - double(target[i]);
+      s += d * d;
+    }
+    part[size_t(k)] = s;
+  }
+  double total = 0;
+  for (double s : part) total += s;
+  return total / double(n);
+}
+
+template <typename F>
+void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dloss) {
+  const F k = F(2.0 * dloss / double(n));
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dpred[i] = k * (pred[i] - target[i]);
+}
+
 #define GENPERF_IMAGE_OPS(F)                                                                      \
   template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
                                       int64_t, int64_t, double);                                  \
@@ -298,7 +381,13 @@ void time_embedding(F* out, const F* t, int64_t n, int64_t dim) {
   template void avgpool2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);         \
   template void bicubic_up_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t); \
   template void bicubic_up_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t);\
-  template void time_embedding<F>(F*, const F*, int64_t, int64_t);
+  template void time_embedding<F>(F*, const F*, int64_t, int64_t);                               \
+  template void concat_channels_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t);   \
+  template void concat_channels_backward<F>(F*, F*, const F*, int64_t, int64_t, int64_t);        \
+  template void add_image_bias_forward<F>(F*, const F*, int64_t, int64_t, int64_t);              \
+  template void add_image_bias_backward<F>(F*, const F*, int64_t, int64_t, int64_t);             \
+  template double mse_forward<F>(const F*, const F*, int64_t);                                   \
+  template void mse_backward<F>(F*, const F*, const F*, int64_t, double);
 
 GENPERF_IMAGE_OPS(float)
 GENPERF_IMAGE_OPS(double)

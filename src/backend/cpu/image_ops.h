@@ -38,5 +38,17 @@ template <typename F>
 void bicubic_up_backward(F* dx, const F* dout, int64_t B, int64_t H, int64_t W, int64_t C, int64_t s);
 template <typename F>
 void time_embedding(F* out, const F* t, int64_t n, int64_t dim);
+template <typename F>
+void concat_channels_forward(F* out, const F* a, const F* b, int64_t N, int64_t Ca, int64_t Cb);
+template <typename F>
+void concat_channels_backward(F* da, F* db, const F* dout, int64_t N, int64_t Ca, int64_t Cb);
+template <typename F>
+void add_image_bias_forward(F* x, const F* e, int64_t B, int64_t HW, int64_t C);
+template <typename F>
+void add_image_bias_backward(F* de, const F* dout, int64_t B, int64_t HW, int64_t C);
+template <typename F>
+double mse_forward(const F* pred, const F* target, int64_t n);
+template <typename F>
+void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dloss);
 
 }  // namespace genperf::cpu
