@@ -10,7 +10,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "genperf/fits.h"
 
 namespace genperf::sr {
 
@@ -43,5 +47,14 @@ struct DustFieldSpec {
   uint64_t seed = 1;
 };
 Map dust_field(const DustFieldSpec& spec);
+
+// A map from a file: FITS (the first 2-D image HDU; blanks NaN) or PNG (luminance). fits, when
+// not null, receives the FITS image (its WCS, unit and header cards; pixels moved out). Errors
+// name the file.
+Map read_map(const std::string& path, FitsImage* fits = nullptr);
+// Named maps from a spec: comma-separated files or directories (their .fits, .fit, .fits.gz and
+// .png files, sorted by name), or synthetic:N[:size[:seed]] (N dust fields of the default
+// spectrum, seeds seed .. seed + N - 1; size 256 and seed 1 unless given).
+std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec);
 
 }  // namespace genperf::sr

@@ -33,6 +33,16 @@ class TempDir {
   std::string path_;
 };
 
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 // Runs a shell command; returns its exit status and captures standard output.
 inline int run_command(const std::string& cmd, std::string* out = nullptr) {
   FILE* f = popen(cmd.c_str(), "r");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "genperf/tensor.h"
 
 namespace genperf::testing {
@@ -34,15 +35,6 @@ inline bool same_bytes(const Tensor& a, const Tensor& b) {
   return ca.nbytes() == cb.nbytes() && std::memcmp(ca.raw(), cb.raw(), ca.nbytes()) == 0;
 }
 
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Little-endian byte building for hand-made files.
 struct Bytes {

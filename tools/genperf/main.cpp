@@ -266,8 +266,9 @@ int cmd_bench_train(int argc, char** argv) {
 int cmd_bench(int argc, char** argv) {
   const std::string kind = argc > 2 ? argv[2] : "";
   if (kind == "train") return cmd_bench_train(argc, argv);
+  if (kind == "sr") return cmd_bench_sr(argc, argv);
   if (kind != "infer") {
-    std::printf("usage: genperf bench infer|train [options]   (each with --help)\n");
+    std::printf("usage: genperf bench infer|train|sr [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
   Args a("bench infer",
@@ -390,6 +391,7 @@ void usage(FILE* f) {
       "  eval ppl|mc|kl  perplexity, multiple-choice accuracy, KL divergence from a reference\n"
       "  bench infer     prefill/decode speed and memory against this machine's floors\n"
       "  bench train     training step speed, MFU and memory (naive or flash attention)\n"
+      "  bench sr        the SR diffusion model's training and sampler steps: images/s, MFU, memory\n"
       "  train           train a model from scratch on text (and its SentencePiece tokenizer)\n"
       "  finetune        fine-tune a model (full or LoRA) on text or prompt/response JSONL\n"
       "  convert         write a checkpoint as GGUF\n"
@@ -397,7 +399,8 @@ void usage(FILE* f) {
       "  sensitivity     per-tensor quantization sensitivity map (CSV, JSON, SVG heatmap)\n"
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n"
-      "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n",
+      "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n"
+      "  sr train|upscale|eval  diffusion super-resolution of maps (FITS): train, upscale, judge\n",
       f);
 }
 
@@ -422,6 +425,7 @@ int main(int argc, char** argv) {
     if (verb == "quantize") return cmd_quantize(argc, argv);
     if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
     if (verb == "test-ops") return cmd_test_ops(argc, argv);
+    if (verb == "sr") return cmd_sr(argc, argv);
     std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
     usage(stderr);
     return 2;

@@ -1,0 +1,33 @@
+// `genperf bench sr`: the speed and memory of the SR diffusion model's training steps and
+// sampler steps (a UNet forward on a batch of tiles), against the machine's GEMM peak.
+#pragma once
+#include <cstdint>
+
+#include "genperf/bench.h"
+#include "genperf/unet.h"
+
+namespace genperf::sr {
+
+struct SRBenchOptions {
+  int64_t batch = 8, size = 64;  // images per step and their side (high-resolution pixels)
+  int warmup = 1, reps = 5;
+  uint64_t seed = 1;
+};
+
+struct SRBenchResult {
+  int64_t batch = 0, size = 0;
+  size_t parameters = 0;
+  Stats train_step;     // zero grads, forward, backward, clip, AdamW, EMA: seconds
+  Stats sample_step;    // one sampler step (a forward without saving activations): seconds
+  double forward_flops = 0;  // of one forward on the batch
+  double train_images_per_s = 0, sample_images_per_s = 0;  // at the medians (per sampler step)
+  double train_gflops = 0, sample_gflops = 0;  // train: 3x forward FLOPs
+  size_t weights_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_rss = 0;
+  Json to_json() const;
+};
+
+// Times training and sampling steps of a randomly initialized model of config c on synthetic
+// dust crops.
+SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o);
+
+}  // namespace genperf::sr

@@ -1,0 +1,71 @@
+// Conditional diffusion for super-resolution (SR3; Saharia et al. 2021): the noise schedule, the
+// training loss, the DDPM and DDIM samplers, and the SR model's files.
+//
+// Notation: x0 is the network's target (the high-resolution map less the bicubic up-sampled input,
+// in units of residual_std), abar[t] the schedule's cumulative signal fraction at step t
+// (t = 0 .. timesteps - 1, abar decreasing), x_t = sqrt(abar) x0 + sqrt(1 - abar) eps. The
+// network sees concat(x_t, cond) and t and predicts v = sqrt(abar) eps - sqrt(1 - abar) x0
+// (Salimans & Ho 2022), or eps.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "genperf/rng.h"
+#include "genperf/unet.h"
+
+namespace genperf::sr {
+
+struct Schedule {
+  std::vector<double> abar;  // [timesteps]
+  // "cosine" (Nichol & Dhariwal 2021, s = 0.008, betas clipped at 0.999) or "linear" (DDPM's
+  // betas 1e-4 .. 0.02, scaled by 1000 / timesteps).
+  static Schedule make(const std::string& kind, int64_t timesteps);
+  static Schedule of(const UNetConfig& c) { return make(c.schedule, c.timesteps); }
+};
+
+// One training step's loss on a batch (cond, x0: [B, H, W, channels]): draws each image's step t
+// uniformly and its noise from rng (in image order), forms x_t, runs the network and returns the
+// mean squared error against the prediction target; backward: also d loss / d weights into
+// net.grads() (+=).
+template <typename F>
+double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x0, int64_t B, int64_t H,
+                      int64_t W, Rng& rng, bool backward = true);
+
+// "ddim": deterministic for eta = 0 (Song et al. 2021); "ddpm": ancestral sampling, DDIM's
+// update with eta = 1 (DDPM's posterior variance when steps = timesteps).
+struct SamplerOptions {
+  std::string sampler = "ddim";
+  int64_t steps = 25;
+  double eta = 0;  // ddim only
+  double effective_eta() const { return sampler == "ddpm" ? 1.0 : eta; }
+  void validate(int64_t timesteps) const;  // throws for an unknown sampler or steps outside 1 .. timesteps
+};
+// The steps a sampler visits, from the noisiest: trailing spacing, round((k + 1) T / S) - 1 for
+// k = S - 1 .. 0, so that the first is T - 1 (pure noise) and the last is 0.
+std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps);
+
+// One update from step a (abar) to the next a_prev (1 after the last): with the prediction pred
+// of the network (v or eps), x0h and epsh its estimates,
+//   x <- sqrt(a_prev) x0h + sqrt(1 - a_prev - sigma^2) epsh + sigma z,
+//   sigma = eta sqrt((1 - a_prev) / (1 - a)) sqrt(1 - a / a_prev).
+// z (n values) may be null when sigma is 0.
+template <typename F>
+void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_prev, double eta, bool v_pred);
+
+// Samples x0 [B, H, W, channels] given cond: x starts as noise and runs the sampler's steps. Tile b's
+// noise comes from Rng(seeds[b]) alone, so its sample does not depend on the rest of the batch
+// or on the thread count. on_step(k) after each of the steps.
+template <typename F>
+void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, int64_t H, int64_t W,
+            const SamplerOptions& o, std::span<const uint64_t> seeds,
+            const std::function<void(int64_t)>& on_step = {});
+
+// An SR model directory: config.json (UNetConfig) and model.safetensors (F32, the UNet's
+// parameter names). Written under temporary names and renamed.
+void save_sr_model(const std::string& dir, const UNet<float>& net);
+UNet<float> load_sr_model(const std::string& dir);
+
+}  // namespace genperf::sr

@@ -1,0 +1,34 @@
+// Judging the SR model on held-out high-resolution maps (docs/SR.md defines each metric): each
+// map is degraded, upscaled with N samples, and scored beside bicubic up-sampling of the same
+// input.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "genperf/sr_metrics.h"
+#include "genperf/sr_model.h"
+
+namespace genperf::sr {
+
+struct SRMapScore {
+  std::string name;
+  int64_t size = 0;  // the side of the square scored
+  double psnr_mean = 0, psnr_one = 0, psnr_bicubic = 0;  // dB: the mean of the samples, one sample
+  SpectrumScore spectrum, spectrum_bicubic;              // of one sample (a mean smooths the small scales)
+  double w1 = 0, w1_bicubic = 0;                         // Wasserstein-1 of one sample's values
+  double consistency = 0, consistency_bicubic = 0;       // of the mean
+  double coverage = 0;                                   // of the samples' mean and sd
+  double seconds = 0, flops = 0;
+};
+
+// Scores each named map: its largest centred square whose side is a power of two (the spectra
+// need one) is degraded by d, upscaled with o and compared with the truth. progress(i, n) after
+// each map.
+std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pair<std::string, Map>>& maps,
+                                    const Degradation& d, const UpscaleOptions& o,
+                                    const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace genperf::sr

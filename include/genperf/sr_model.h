@@ -1,0 +1,61 @@
+// The SR model applied to maps: the network's units, training pairs, and the tiled upscaling of
+// a whole map with feathered seams and per-pixel uncertainty.
+//
+// Units: a map x (physical) becomes y = (T(x) - mean) / sd, T the config's transform (ln x or
+// x), mean and sd those of T(LR) over the low-resolution map's valid pixels. The condition is the
+// bicubic up-sampling of y(LR), the target x0 = (y(HR) - condition) / residual_std.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "genperf/diffusion.h"
+#include "genperf/sr.h"
+#include "genperf/unet.h"
+
+namespace genperf::sr {
+
+struct Units {
+  std::string transform = "linear";
+  double mean = 0, sd = 1;
+  // From a low-resolution map's valid (finite) pixels; errors name `what` for a map without
+  // valid pixels, a constant map, or a non-positive pixel under the log transform.
+  static Units of(const Map& lr, const std::string& transform, const std::string& what);
+  double to(double x) const;    // physical -> network units
+  double from(double y) const;  // network units -> physical
+};
+
+// The bicubic up-sampling of map by an integer factor (ops::bicubic_up_forward in float64).
+Map bicubic_up(const Map& m, int64_t scale);
+
+// A high-resolution map as the network sees it: cond and x0 at high resolution (see above), from
+// hr and its degradation; NaN pixels of hr are an error naming `what`.
+struct TrainingPair {
+  Map cond, x0;
+};
+TrainingPair training_pair(const Map& hr, const UNetConfig& c, const Degradation& d, const std::string& what);
+
+struct UpscaleOptions {
+  SamplerOptions sampler;
+  int64_t samples = 1;   // independent samples per map; their mean and standard deviation
+  uint64_t seed = 0;
+  int64_t tile = 128;    // tile side in high-resolution pixels (a multiple of scale and of the network's)
+  double overlap = 0.25;  // fraction of a tile shared with its neighbour (0 .. 0.5)
+  int64_t batch = 8;     // tiles per forward pass
+};
+struct Upscaled {
+  Map mean, sd;       // physical units; NaN where the input was blank
+  Map first;          // the first sample alone
+  int64_t tiles = 0;  // per sample
+  double flops = 0;   // the network's, all steps and samples
+};
+// Upscales lr by the model's scale. Tiles cover the map with at least `overlap` shared between
+// neighbours (the last row and column of tiles end at the map's edge); each tile's sample is
+// weighted by a window that falls linearly to near zero across the overlap, so seams blend.
+// Blank (NaN) pixels are filled with the map's mean for the network and written back as NaN.
+// Tile noise is seeded by (seed, sample, tile), so the result does not depend on the batch or
+// thread count. progress(done, total) counts tile batches x steps.
+Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const std::string& what,
+                 const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace genperf::sr

@@ -1,0 +1,46 @@
+// Judging the SR model on held-out maps (genperf/sr_eval.h).
+#include <chrono>
+
+#include "genperf/error.h"
+#include "genperf/sr_eval.h"
+
+namespace genperf::sr {
+
+std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pair<std::string, Map>>& maps,
+                                    const Degradation& d, const UpscaleOptions& o,
+                                    const std::function<void(size_t, size_t)>& progress) {
+  GP_CHECK(d.scale == net.config().scale, "[sr eval] degradation by ", d.scale, " for a model of scale ",
+           net.config().scale);
+  std::vector<SRMapScore> scores;
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const auto& [name, full] = maps[i];
+    int64_t n = 1;
+    while (2 * n <= std::min(full.h, full.w)) n *= 2;
+    GP_CHECK(n >= o.tile && n % d.scale == 0, "[sr eval] ", name, ": the ", full.h, " x ", full.w,
+             " map holds no power-of-two square of at least one tile (", o.tile, ")");
+    Map hr(n, n);
+    const int64_t y0 = (full.h - n) / 2, x0 = (full.w - n) / 2;
+    for (int64_t y = 0; y < n; ++y)
+      for (int64_t x = 0; x < n; ++x) hr.at(y, x) = full.at(y0 + y, x0 + x);
+    const Map lr = degrade(hr, d);
+    Degradation clean = d;
+    clean.noise = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Upscaled up = upscale(net, lr, o, name);
+    SRMapScore s;
+    s.name = name, s.size = n;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.flops = up.flops;
+    const Map bic = bicubic_up(lr, d.scale);
+    s.psnr_mean = psnr(up.mean, hr), s.psnr_one = psnr(up.first, hr), s.psnr_bicubic = psnr(bic, hr);
+    s.spectrum = spectrum_score(up.first, hr, d.scale), s.spectrum_bicubic = spectrum_score(bic, hr, d.scale);
+    s.w1 = wasserstein1(up.first, hr), s.w1_bicubic = wasserstein1(bic, hr);
+    s.consistency = consistency(up.mean, lr, clean), s.consistency_bicubic = consistency(bic, lr, clean);
+    s.coverage = o.samples > 1 ? coverage(hr, up.mean, up.sd) : 0;
+    scores.push_back(std::move(s));
+    if (progress) progress(i + 1, maps.size());
+  }
+  return scores;
+}
+
+}  // namespace genperf::sr

@@ -1,0 +1,169 @@
+// Conditional diffusion (genperf/diffusion.h): schedules, the training loss, the samplers and the
+// SR model's files. The network's work is ops; what is here is per-step arithmetic on B tiles.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "genperf/diffusion.h"
+#include "genperf/error.h"
+#include "genperf/fileio.h"
+#include "genperf/ops_image.h"
+#include "io/safetensors.h"
+
+namespace genperf::sr {
+
+Schedule Schedule::make(const std::string& kind, int64_t T) {
+  GP_CHECK(T >= 1, "[diffusion] ", T, " timesteps: expected at least 1");
+  Schedule s;
+  s.abar.resize(size_t(T));
+  std::vector<double> beta(static_cast<size_t>(T));
+  if (kind == "cosine") {
+    const double off = 0.008;
+    auto f = [&](double t) {
+      const double c = std::cos((t / double(T) + off) / (1 + off) * M_PI / 2);
+      return c * c;
+    };
+    for (int64_t t = 0; t < T; ++t) beta[size_t(t)] = std::min(1 - f(double(t + 1)) / f(double(t)), 0.999);
+  } else if (kind == "linear") {
+    const double k = 1000.0 / double(T), lo = 1e-4 * k, hi = 0.02 * k;
+    for (int64_t t = 0; t < T; ++t) beta[size_t(t)] = T == 1 ? lo : lo + (hi - lo) * double(t) / double(T - 1);
+  } else {
+    fail("[diffusion] noise schedule '", kind, "' (expected cosine or linear)");
+  }
+  double a = 1;
+  for (int64_t t = 0; t < T; ++t) s.abar[size_t(t)] = a *= 1 - beta[size_t(t)];
+  return s;
+}
+
+template <typename F>
+double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x0, int64_t B, int64_t H,
+                      int64_t W, Rng& rng, bool backward) {
+  const int64_t C = net.config().channels, per = H * W * C, n = B * per, T = int64_t(s.abar.size());
+  GP_CHECK(T == net.config().timesteps, "[diffusion] a schedule of ", T, " steps for a model of ",
+           net.config().timesteps);
+  const bool v_pred = net.config().prediction == "v";
+  std::vector<F> xt(static_cast<size_t>(n)), target(static_cast<size_t>(n)), input(static_cast<size_t>(2 * n)),
+      t(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t step = std::min<int64_t>(int64_t(rng.uniform() * double(T)), T - 1);
+    t[size_t(b)] = F(step);
+    const double a = s.abar[size_t(step)], sa = std::sqrt(a), sn = std::sqrt(1 - a);
+    for (int64_t i = b * per; i < (b + 1) * per; ++i) {
+      const double eps = rng.normal(), x = double(x0[i]);
+      xt[size_t(i)] = F(sa * x + sn * eps);
+      target[size_t(i)] = F(v_pred ? sa * eps - sn * x : eps);
+    }
+  }
+  ops::concat_channels_forward(input.data(), xt.data(), cond, B * H * W, C, C);
+  const F* pred = net.forward(input.data(), t.data(), B, H, W, backward);
+  const double loss = ops::mse_forward(pred, target.data(), n);
+  if (backward) {
+    std::vector<F> dpred(static_cast<size_t>(n));
+    ops::mse_backward(dpred.data(), pred, target.data(), n, 1.0);
+    net.backward(dpred.data());
+  }
+  return loss;
+}
+
+void SamplerOptions::validate(int64_t timesteps) const {
+  GP_CHECK(sampler == "ddim" || sampler == "ddpm", "[sample] sampler '", sampler, "' (expected ddim or ddpm)");
+  GP_CHECK(steps >= 1 && steps <= timesteps, "[sample] ", steps, " steps: expected 1 .. ", timesteps,
+           " (the model's timesteps)");
+  GP_CHECK(eta >= 0 && eta <= 1, "[sample] eta ", eta, ": expected 0 .. 1");
+}
+
+std::vector<int64_t> sampler_steps(int64_t T, int64_t S) {
+  std::vector<int64_t> steps;
+  for (int64_t k = S - 1; k >= 0; --k)
+    steps.push_back(std::max<int64_t>(0, std::llround(double(k + 1) * double(T) / double(S)) - 1));
+  return steps;
+}
+
+template <typename F>
+void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_prev, double eta, bool v_pred) {
+  const double sa = std::sqrt(a), sn = std::sqrt(1 - a);
+  const double sigma = a_prev >= 1 ? 0 : eta * std::sqrt((1 - a_prev) / (1 - a)) * std::sqrt(1 - a / a_prev);
+  const double keep = std::sqrt(a_prev), dir = std::sqrt(std::max(0.0, 1 - a_prev - sigma * sigma));
+  GP_CHECK(sigma == 0 || z, "[ddim_update] eta ", eta, " needs noise");
+  for (int64_t i = 0; i < n; ++i) {
+    const double xi = double(x[i]), p = double(pred[i]);
+    const double x0h = v_pred ? sa * xi - sn * p : (xi - sn * p) / sa;
+    const double eh = v_pred ? sn * xi + sa * p : p;
+    x[i] = F(keep * x0h + dir * eh + (sigma > 0 ? sigma * double(z[i]) : 0.0));
+  }
+}
+
+template <typename F>
+void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, int64_t H, int64_t W,
+            const SamplerOptions& o, std::span<const uint64_t> seeds, const std::function<void(int64_t)>& on_step) {
+  const UNetConfig& c = net.config();
+  o.validate(c.timesteps);
+  GP_CHECK(int64_t(seeds.size()) == B, "[sample] ", seeds.size(), " seeds for ", B, " tiles");
+  const int64_t per = H * W * c.channels, n = B * per;
+  const double eta = o.effective_eta();
+  std::vector<Rng> rng;
+  for (uint64_t seed : seeds) rng.emplace_back(seed);
+  auto noise = [&](F* z) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = b * per; i < (b + 1) * per; ++i) z[i] = F(rng[size_t(b)].normal());
+  };
+  noise(x0);
+  std::vector<F> input(static_cast<size_t>(2 * n)), t(static_cast<size_t>(B)), z(eta > 0 ? size_t(n) : 0);
+  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.steps);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::fill(t.begin(), t.end(), F(steps[k]));
+    ops::concat_channels_forward(input.data(), x0, cond, B * H * W, c.channels, c.channels);
+    const F* pred = net.forward(input.data(), t.data(), B, H, W, false);
+    const double a = s.abar[size_t(steps[k])], a_prev = k + 1 < steps.size() ? s.abar[size_t(steps[k + 1])] : 1.0;
+    if (eta > 0 && a_prev < 1) noise(z.data());
+    ddim_update(x0, pred, z.empty() ? nullptr : z.data(), n, a, a_prev, eta, c.prediction == "v");
+    if (on_step) on_step(int64_t(k));
+  }
+}
+
+void save_sr_model(const std::string& dir, const UNet<float>& net) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::span<const float> w = net.weights();
+  for (const ParamSpec& p : net.params()) {
+    Tensor t = Tensor::zeros(p.shape, DType::F32);
+    std::copy_n(w.data() + p.offset, p.size(), t.data<float>());
+    tensors.emplace_back(p.name, std::move(t));
+  }
+  write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  write_file_atomic(dir + "/config.json", unet_config_json(net.config()).dump(2) + "\n");
+}
+
+UNet<float> load_sr_model(const std::string& dir) {
+  const std::string cfg = dir + "/config.json", st = dir + "/model.safetensors";
+  GP_CHECK(std::filesystem::is_regular_file(cfg), "[sr model] ", dir, ": no config.json (not an SR model directory)");
+  UNet<float> net(unet_config_from_json(Json::parse_file(cfg), cfg));
+  const SafetensorsFile f = read_safetensors(st);
+  std::span<float> w = net.weights();
+  for (const ParamSpec& p : net.params()) {
+    const auto it = f.tensors.find(p.name);
+    GP_CHECK(it != f.tensors.end(), "[sr model] ", st, ": tensor ", p.name, " is missing");
+    const Tensor& t = it->second;
+    GP_CHECK(t.dtype() == DType::F32 && t.shape() == p.shape, "[sr model] ", st, ": tensor ", p.name, " is ",
+             t.describe(), ", expected f32 of the config's shape");
+    const Tensor c = t.is_contiguous() ? t : t.clone();
+    std::copy_n(c.data<float>(), p.size(), w.data() + p.offset);
+  }
+  GP_CHECK(f.tensors.size() == net.params().size(), "[sr model] ", st, ": ", f.tensors.size(),
+           " tensors where the config has ", net.params().size());
+  return net;
+}
+
+#define GENPERF_DIFFUSION(F)                                                                          \
+  template double diffusion_loss<F>(UNet<F>&, const Schedule&, const F*, const F*, int64_t, int64_t, \
+                                    int64_t, Rng&, bool);                                             \
+  template void ddim_update<F>(F*, const F*, const F*, int64_t, double, double, double, bool);        \
+  template void sample<F>(UNet<F>&, const Schedule&, const F*, F*, int64_t, int64_t, int64_t,         \
+                          const SamplerOptions&, std::span<const uint64_t>,                           \
+                          const std::function<void(int64_t)>&);
+GENPERF_DIFFUSION(float)
+GENPERF_DIFFUSION(double)
+#undef GENPERF_DIFFUSION
+
+}  // namespace genperf::sr

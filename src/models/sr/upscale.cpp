@@ -1,0 +1,172 @@
+// The SR model applied to maps (genperf/sr_model.h): units, training pairs, tiled upscaling.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "genperf/error.h"
+#include "genperf/ops_image.h"
+#include "genperf/sr_model.h"
+
+namespace genperf::sr {
+
+Units Units::of(const Map& lr, const std::string& transform, const std::string& what) {
+  Units u;
+  u.transform = transform;
+  double s = 0, ss = 0;
+  int64_t n = 0;
+  for (double x : lr.v) {
+    if (!std::isfinite(x)) continue;
+    GP_CHECK(transform != "log" || x > 0, "[sr] ", what, ": pixel value ", x,
+             " is not positive, and the model's transform is log");
+    const double y = transform == "log" ? std::log(x) : x;
+    s += y, ss += y * y, ++n;
+  }
+  GP_CHECK(n > 0, "[sr] ", what, ": every pixel is blank (NaN)");
+  u.mean = s / double(n);
+  const double var = ss / double(n) - u.mean * u.mean;
+  GP_CHECK(var > 1e-24 * std::max(1.0, u.mean * u.mean), "[sr] ", what, ": the map is constant");
+  u.sd = std::sqrt(var);
+  return u;
+}
+
+double Units::to(double x) const { return ((transform == "log" ? std::log(x) : x) - mean) / sd; }
+
+double Units::from(double y) const {
+  const double t = y * sd + mean;
+  return transform == "log" ? std::exp(t) : t;
+}
+
+Map bicubic_up(const Map& m, int64_t scale) {
+  Map out(m.h * scale, m.w * scale);
+  ops::bicubic_up_forward<double>(out.v.data(), m.v.data(), 1, m.h, m.w, 1, scale);
+  return out;
+}
+
+TrainingPair training_pair(const Map& hr, const UNetConfig& c, const Degradation& d, const std::string& what) {
+  GP_CHECK(d.scale == c.scale, "[sr] ", what, ": degradation by ", d.scale, " for a model of scale ", c.scale);
+  for (double x : hr.v) GP_CHECK(std::isfinite(x), "[sr] ", what, ": training maps must have no blank (NaN) pixels");
+  const Map lr = degrade(hr, d);
+  const Units u = Units::of(lr, c.transform, what);
+  Map ylr = lr;
+  for (double& x : ylr.v) x = u.to(x);
+  TrainingPair p;
+  p.cond = bicubic_up(ylr, c.scale);
+  p.x0 = Map(hr.h, hr.w);
+  for (size_t i = 0; i < hr.v.size(); ++i) p.x0.v[i] = (u.to(hr.v[i]) - p.cond.v[i]) / c.residual_std;
+  return p;
+}
+
+namespace {
+
+// Tile origins along an axis of n pixels: stride a multiple of `align` that keeps at least the
+// overlap, the last tile ending at the edge.
+std::vector<int64_t> origins(int64_t n, int64_t tile, double overlap, int64_t align) {
+  int64_t stride = int64_t(std::floor(double(tile) * (1 - overlap))) / align * align;
+  stride = std::max(stride, align);
+  std::vector<int64_t> o;
+  for (int64_t p = 0;; p += stride) {
+    if (p + tile >= n) {
+      o.push_back(n - tile);
+      break;
+    }
+    o.push_back(p);
+  }
+  return o;
+}
+
+// Feathering weight of pixel i of a tile of side `tile` whose neighbours overlap it by `ramp`.
+double feather(int64_t i, int64_t tile, int64_t ramp) {
+  if (ramp <= 0) return 1;
+  const double d = std::min(double(i) + 0.5, double(tile - i) - 0.5);
+  return std::clamp(d / double(ramp), 1e-3, 1.0);
+}
+
+}  // namespace
+
+Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const std::string& what,
+                 const std::function<void(int64_t, int64_t)>& progress) {
+  const UNetConfig& c = net.config();
+  const int64_t s = c.scale, H = lr.h * s, W = lr.w * s, P = o.tile;
+  const int64_t align = std::lcm(s, c.multiple());
+  GP_CHECK(P > 0 && P % align == 0, "[sr upscale] tile ", P, ": expected a positive multiple of ", align,
+           " (the scale ", s, " and the network's ", c.multiple(), ")");
+  GP_CHECK(o.overlap >= 0 && o.overlap <= 0.5, "[sr upscale] overlap ", o.overlap, ": expected 0 .. 0.5");
+  GP_CHECK(o.samples >= 1 && o.batch >= 1, "[sr upscale] samples and batch must be positive");
+  GP_CHECK(H >= P && W >= P, "[sr upscale] ", what, ": the ", lr.h, " x ", lr.w, " map is smaller than one tile (",
+           P / s, " x ", P / s, " input pixels at scale ", s, "); use a smaller --tile");
+  o.sampler.validate(c.timesteps);
+
+  // The condition of the whole map, blanks filled with the mean (0 in network units).
+  const Units u = Units::of(lr, c.transform, what);
+  Map ylr = lr;
+  for (double& x : ylr.v) x = std::isfinite(x) ? u.to(x) : 0.0;
+  const Map cond = bicubic_up(ylr, s);
+
+  const std::vector<int64_t> ys = origins(H, P, o.overlap, align), xs = origins(W, P, o.overlap, align);
+  const int64_t ramp_y = ys.size() > 1 ? P - (ys[1] - ys[0]) : 0, ramp_x = xs.size() > 1 ? P - (xs[1] - xs[0]) : 0;
+  std::vector<double> wy(static_cast<size_t>(P)), wx(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) wy[size_t(i)] = feather(i, P, ramp_y), wx[size_t(i)] = feather(i, P, ramp_x);
+  struct Tile {
+    int64_t y, x;
+  };
+  std::vector<Tile> tiles;
+  for (int64_t y : ys)
+    for (int64_t x : xs) tiles.push_back({y, x});
+  const int64_t nt = int64_t(tiles.size()), nb = (nt + o.batch - 1) / o.batch;
+  const Schedule sched = Schedule::of(c);
+
+  Upscaled r;
+  r.tiles = nt;
+  r.mean = Map(H, W);
+  r.sd = Map(H, W);
+  std::vector<double> num(static_cast<size_t>(H * W)), den(static_cast<size_t>(H * W));
+  std::vector<float> tcond, tout;
+  int64_t done = 0;
+  const int64_t total = o.samples * nb * o.sampler.steps;
+  for (int64_t smp = 0; smp < o.samples; ++smp) {
+    std::fill(num.begin(), num.end(), 0.0);
+    std::fill(den.begin(), den.end(), 0.0);
+    for (int64_t b0 = 0; b0 < nt; b0 += o.batch) {
+      const int64_t B = std::min(o.batch, nt - b0);
+      tcond.assign(size_t(B * P * P), 0.f);
+      tout.assign(size_t(B * P * P), 0.f);
+      std::vector<uint64_t> seeds;
+      for (int64_t b = 0; b < B; ++b) {
+        const Tile& t = tiles[size_t(b0 + b)];
+        for (int64_t y = 0; y < P; ++y)
+          for (int64_t x = 0; x < P; ++x) tcond[size_t((b * P + y) * P + x)] = float(cond.at(t.y + y, t.x + x));
+        seeds.push_back(o.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t(smp) << 32) ^ uint64_t(b0 + b));
+      }
+      sample(net, sched, tcond.data(), tout.data(), B, P, P, o.sampler, seeds, [&](int64_t) {
+        r.flops += net.last_forward_flops();
+        if (progress) progress(++done, total);
+      });
+      for (int64_t b = 0; b < B; ++b) {
+        const Tile& t = tiles[size_t(b0 + b)];
+        for (int64_t y = 0; y < P; ++y)
+          for (int64_t x = 0; x < P; ++x) {
+            const double w = wy[size_t(y)] * wx[size_t(x)];
+            const size_t i = size_t((t.y + y) * W + t.x + x);
+            num[i] += w * (cond.v[i] + c.residual_std * double(tout[size_t((b * P + y) * P + x)]));
+            den[i] += w;
+          }
+      }
+    }
+    // Welford's running mean and variance over the samples, in physical units.
+    if (smp == 0) r.first = Map(H, W);
+    for (size_t i = 0; i < num.size(); ++i) {
+      const double v = u.from(num[i] / den[i]), d = v - r.mean.v[i];
+      if (smp == 0) r.first.v[i] = v;
+      r.mean.v[i] += d / double(smp + 1);
+      r.sd.v[i] += d * (v - r.mean.v[i]);
+    }
+  }
+  for (size_t i = 0; i < r.sd.v.size(); ++i) {
+    r.sd.v[i] = o.samples > 1 ? std::sqrt(r.sd.v[i] / double(o.samples - 1)) : 0.0;
+    const int64_t y = int64_t(i) / W, x = int64_t(i) % W;
+    if (!std::isfinite(lr.at(y / s, x / s))) r.mean.v[i] = r.sd.v[i] = r.first.v[i] = std::nan("");
+  }
+  return r;
+}
+
+}  // namespace genperf::sr

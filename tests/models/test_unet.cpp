@@ -1,0 +1,330 @@
+// The SR UNet and its diffusion (genperf/unet.h, genperf/diffusion.h): the config's checks and
+// JSON round trip, the parameters the architecture declares, whole-network gradients against
+// float64 finite differences, float against double, the schedules, the DDIM update's algebra,
+// sampling that does not depend on the thread count, and the model files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "genperf/diffusion.h"
+#include "genperf/error.h"
+#include "genperf/rng.h"
+#include "genperf/runtime.h"
+#include "genperf/unet.h"
+
+using namespace genperf;
+using namespace genperf::sr;
+
+namespace {
+
+uint64_t seed_of(uint64_t seed, const char* test) {
+  std::printf("[ seed ] %s: %llu\n", test, static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+// Two levels with attention on the second, two heads: every kind of layer, small.
+UNetConfig tiny() {
+  UNetConfig c;
+  c.channels = 1, c.base = 8, c.mults = {1, 2}, c.res_blocks = 1, c.attention_levels = {1};
+  c.head_channels = 8, c.groups = 4, c.timesteps = 50;
+  return c;
+}
+
+template <typename F>
+std::vector<F> randn(size_t n, Rng& rng) {
+  std::vector<F> v(n);
+  for (F& x : v) x = F(rng.normal());
+  return v;
+}
+
+TEST(UNet, ConfigChecksAndRoundTrip) {
+  UNetConfig c = tiny();
+  c.attention_levels = {0, 1};
+  c.prediction = "eps", c.schedule = "linear", c.transform = "log", c.residual_std = 0.25;
+  const UNetConfig r = unet_config_from_json(unet_config_json(c), "round trip");
+  EXPECT_EQ(unet_config_json(r).dump(), unet_config_json(c).dump());
+  EXPECT_EQ(r.mults, c.mults);
+  EXPECT_EQ(r.attention_levels, c.attention_levels);
+  EXPECT_EQ(r.residual_std, 0.25);
+
+  auto bad = [](const char* text, const char* says) {
+    try {
+      unet_config_from_json(Json::parse(text), "cfg.json");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cfg.json"), std::string::npos) << e.what();
+    }
+  };
+  bad(R"({"base": 12, "groups": 8})", "groups");
+  bad(R"({"mults": []})", "mults");
+  bad(R"({"attention_levels": [5]})", "attention level 5");
+  bad(R"({"prediction": "x0"})", "prediction");
+  bad(R"({"base": "wide"})", "field base");
+  bad(R"({"architectures": ["LlamaForCausalLM"]})", "architectures");
+  bad(R"({"base": 16, "head_channels": 24, "groups": 8})", "heads of 24");
+}
+
+TEST(UNet, DeclaresItsParameters) {
+  const UNet<float> net(tiny());
+  // Spot checks of the names and layouts (filters [OC, K, K, IC], linear [OUT, IN]).
+  EXPECT_EQ(net.param("conv_in.weight").shape, (std::vector<int64_t>{8, 3, 3, 2}));
+  EXPECT_EQ(net.param("time.fc1.weight").shape, (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(net.param("down.0.down.weight").shape, (std::vector<int64_t>{8, 3, 3, 8}));
+  EXPECT_EQ(net.param("down.1.res.0.skip.weight").shape, (std::vector<int64_t>{16, 1, 1, 8}));
+  EXPECT_EQ(net.param("down.1.attn.0.qkv.weight").shape, (std::vector<int64_t>{48, 16}));
+  EXPECT_EQ(net.param("up.1.res.0.conv1.weight").shape, (std::vector<int64_t>{16, 3, 3, 32}));
+  EXPECT_EQ(net.param("up.0.res.0.norm1.weight").shape, (std::vector<int64_t>{24}));
+  EXPECT_EQ(net.param("out.conv.weight").shape, (std::vector<int64_t>{1, 3, 3, 8}));
+  EXPECT_THROW(net.param("down.0.attn.0.qkv.weight"), Error);  // no attention on level 0
+  // Offsets tile the buffer without gaps or overlaps.
+  size_t next = 0;
+  for (const ParamSpec& p : net.params()) {
+    EXPECT_EQ(p.offset, next) << p.name;
+    next += p.size();
+  }
+  EXPECT_EQ(next, net.weights().size());
+}
+
+TEST(UNet, RefusesSizesThatDoNotDivide) {
+  UNet<float> net(tiny());
+  std::vector<float> x(2 * 6 * 6), t(1, 3.f);
+  EXPECT_THROW(net.forward(x.data(), t.data(), 1, 5, 6, false), Error);
+  EXPECT_NO_THROW(net.forward(x.data(), t.data(), 1, 6, 6, false));
+}
+
+// Loss = sum(out * R): the analytic gradient of every parameter tensor (a few entries each) and
+// of nothing else against central differences in float64.
+TEST(UNet, GradientsMatchFiniteDifferences) {
+  Rng rng(seed_of(31, "UNet.GradientsMatchFiniteDifferences"));
+  UNet<double> net(tiny());
+  net.init(7, /*zero_out=*/false);
+  const int64_t B = 2, H = 4, W = 6;
+  const std::vector<double> x = randn<double>(size_t(B * H * W * 2), rng), R = randn<double>(size_t(B * H * W), rng);
+  const std::vector<double> t = {3, 41};
+  auto loss = [&] {
+    const double* y = net.forward(x.data(), t.data(), B, H, W, false);
+    double s = 0;
+    for (size_t i = 0; i < R.size(); ++i) s += y[i] * R[i];
+    return s;
+  };
+  net.zero_grad();
+  net.forward(x.data(), t.data(), B, H, W, true);
+  net.backward(R.data());
+  const std::vector<double> g(net.grads().begin(), net.grads().end());
+  std::span<double> w = net.weights();
+  double worst = 0;
+  int checked = 0;
+  for (const ParamSpec& p : net.params()) {
+    for (size_t k : {size_t(0), p.size() / 2, p.size() - 1}) {
+      const size_t i = p.offset + k;
+      const double keep = w[i], h = 1e-5;
+      w[i] = keep + h;
+      const double up = loss();
+      w[i] = keep - h;
+      const double down = loss();
+      w[i] = keep;
+      const double fd = (up - down) / (2 * h);
+      const double err = std::abs(fd - g[i]) / std::max(1.0, std::abs(fd));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 1e-6) << p.name << "[" << k << "]: analytic " << g[i] << ", finite differences " << fd;
+      ++checked;
+    }
+  }
+  std::printf("checked %d gradient entries over %zu tensors, worst relative error %.2e\n", checked,
+              net.params().size(), worst);
+}
+
+TEST(UNet, FloatAgreesWithDouble) {
+  Rng rng(seed_of(32, "UNet.FloatAgreesWithDouble"));
+  UNetConfig c = tiny();
+  UNet<double> d(c);
+  UNet<float> f(c);
+  d.init(9, false);
+  f.init(9, false);
+  const int64_t B = 2, H = 8, W = 8, n = B * H * W;
+  const std::vector<double> xd = randn<double>(size_t(2 * n), rng);
+  const std::vector<float> xf(xd.begin(), xd.end());
+  const std::vector<double> td = {0, 49};
+  const std::vector<float> tf(td.begin(), td.end());
+  const double* yd = d.forward(xd.data(), td.data(), B, H, W, false);
+  const float* yf = f.forward(xf.data(), tf.data(), B, H, W, false);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) num += (yf[i] - yd[i]) * (yf[i] - yd[i]), den += yd[i] * yd[i];
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  EXPECT_GT(f.last_forward_flops(), 0);
+}
+
+TEST(Diffusion, Schedules) {
+  for (const char* kind : {"cosine", "linear"}) {
+    const Schedule s = Schedule::make(kind, 1000);
+    ASSERT_EQ(s.abar.size(), 1000u);
+    EXPECT_GT(s.abar.front(), 0.999) << kind;
+    EXPECT_LT(s.abar.back(), 1e-4) << kind;
+    for (size_t t = 1; t < s.abar.size(); ++t) ASSERT_LT(s.abar[t], s.abar[t - 1]) << kind << " " << t;
+  }
+  // Cosine: abar(t) = f(t + 1) / f(0) before clipping, f(t) = cos^2((t / T + s) / (1 + s) pi / 2).
+  const Schedule s = Schedule::make("cosine", 1000);
+  auto f = [](double t) { return std::pow(std::cos((t / 1000 + 0.008) / 1.008 * M_PI / 2), 2); };
+  EXPECT_NEAR(s.abar[499], f(500) / f(0), 1e-12);
+  EXPECT_THROW(Schedule::make("sigmoid", 10), Error);
+  EXPECT_EQ(sampler_steps(1000, 4), (std::vector<int64_t>{999, 749, 499, 249}));
+  EXPECT_EQ(sampler_steps(10, 10).back(), 0);
+}
+
+// From x_t made of a known x0 and eps, a prediction equal to the true v (or eps) takes DDIM
+// (eta 0) to sqrt(a') x0 + sqrt(1 - a') eps, and to x0 itself at the last step.
+TEST(Diffusion, DdimUpdateFollowsTheAlgebra) {
+  Rng rng(seed_of(33, "Diffusion.DdimUpdateFollowsTheAlgebra"));
+  const int64_t n = 50;
+  const std::vector<double> x0 = randn<double>(n, rng), eps = randn<double>(n, rng);
+  const double a = 0.3, ap = 0.8;
+  for (bool v_pred : {true, false}) {
+    for (double a_prev : {ap, 1.0}) {
+      std::vector<double> x(n), pred(n);
+      for (int64_t i = 0; i < n; ++i) {
+        x[size_t(i)] = std::sqrt(a) * x0[size_t(i)] + std::sqrt(1 - a) * eps[size_t(i)];
+        pred[size_t(i)] = v_pred ? std::sqrt(a) * eps[size_t(i)] - std::sqrt(1 - a) * x0[size_t(i)] : eps[size_t(i)];
+      }
+      ddim_update(x.data(), pred.data(), static_cast<const double*>(nullptr), n, a, a_prev, 0.0, v_pred);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(x[size_t(i)], std::sqrt(a_prev) * x0[size_t(i)] + std::sqrt(1 - a_prev) * eps[size_t(i)], 1e-12);
+    }
+  }
+}
+
+TEST(Diffusion, SamplingIsTheSameForAnyThreadCount) {
+  Rng rng(seed_of(34, "Diffusion.SamplingIsTheSameForAnyThreadCount"));
+  UNet<float> net(tiny());
+  net.init(11, false);
+  const Schedule s = Schedule::of(net.config());
+  const int64_t B = 2, H = 8, W = 8, n = B * H * W;
+  const std::vector<float> cond = randn<float>(size_t(n), rng);
+  const std::vector<uint64_t> seeds = {5, 6};
+  const int saved = num_threads();
+  std::vector<std::vector<float>> runs;
+  for (const char* sampler : {"ddim", "ddpm"})
+    for (int nt : {1, 2}) {
+      set_num_threads(nt);
+      std::vector<float> out(static_cast<size_t>(n));
+      SamplerOptions o;
+      o.sampler = sampler, o.steps = 5;
+      sample(net, s, cond.data(), out.data(), B, H, W, o, seeds);
+      runs.push_back(out);
+    }
+  set_num_threads(saved);
+  EXPECT_EQ(runs[0], runs[1]) << "ddim";
+  EXPECT_EQ(runs[2], runs[3]) << "ddpm";
+  EXPECT_NE(runs[0], runs[2]);
+  // The two tiles differ (their own noise).
+  EXPECT_NE(std::vector<float>(runs[0].begin(), runs[0].begin() + n / 2),
+            std::vector<float>(runs[0].begin() + n / 2, runs[0].end()));
+}
+
+TEST(Diffusion, LossTrainsTheNetwork) {
+  // A few hundred AdamW-free SGD steps on one fixed batch lower the loss: the gradients point
+  // downhill through the whole pipeline (noise, target, network, loss).
+  Rng data(seed_of(35, "Diffusion.LossTrainsTheNetwork"));
+  UNet<float> net(tiny());
+  net.init(12);
+  const Schedule s = Schedule::of(net.config());
+  const int64_t B = 4, H = 8, W = 8, n = B * H * W;
+  std::vector<float> cond = randn<float>(size_t(n), data), x0(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x0[size_t(i)] = 0.5f * cond[size_t(i)];  // a target the condition predicts
+  auto mean_loss = [&](uint64_t seed) {
+    Rng r(seed);
+    double l = 0;
+    for (int k = 0; k < 8; ++k) l += diffusion_loss(net, s, cond.data(), x0.data(), B, H, W, r, false);
+    return l / 8;
+  };
+  const double before = mean_loss(100);
+  Rng r(1);
+  for (int step = 0; step < 150; ++step) {
+    net.zero_grad();
+    diffusion_loss(net, s, cond.data(), x0.data(), B, H, W, r);
+    std::span<float> w = net.weights(), g = net.grads();
+    for (size_t i = 0; i < w.size(); ++i) w[i] -= 0.05f * g[i];
+  }
+  const double after = mean_loss(100);
+  std::printf("loss %.4f -> %.4f\n", before, after);
+  EXPECT_LT(after, 0.8 * before);
+}
+
+// One forward and one DDIM step against tests/models/unet_ref.py, a float64 NumPy reference
+// written from the documented architecture: weights from the model files (f32 values), inputs
+// and outputs as raw float64.
+TEST(UNet, MatchesNumPyReference) {
+  Rng rng(seed_of(36, "UNet.MatchesNumPyReference"));
+  genperf::testing::TempDir dir("unetref");
+  for (const char* prediction : {"v", "eps"}) {
+    UNetConfig c = tiny();
+    c.prediction = prediction;
+    c.res_blocks = 2;
+    c.attention_levels = {0, 1};
+    UNet<float> f(c);
+    f.init(21, false);
+    save_sr_model(dir / "m", f);
+    UNet<double> net(c);
+    std::copy(f.weights().begin(), f.weights().end(), net.weights().begin());
+    const int64_t B = 2, H = 8, W = 4, n = B * H * W;
+    const std::vector<double> in = randn<double>(size_t(2 * n), rng);
+    {
+      std::FILE* fp = std::fopen((dir / "in.f64").c_str(), "wb");
+      ASSERT_TRUE(fp);
+      std::fwrite(in.data(), sizeof(double), in.size(), fp);
+      std::fclose(fp);
+    }
+    const int64_t ti = 30, tp = 20;
+    const std::string cmd = std::string(GENPERF_PYTHON) + " " + GENPERF_TEST_DIR + "/models/unet_ref.py " + (dir / "m") +
+                            " " + (dir / "in.f64") + " 2 8 4 30 20 " + (dir / "out.f64");
+    ASSERT_EQ(genperf::testing::run_command(cmd), 0) << cmd;
+    std::vector<double> ref(static_cast<size_t>(2 * n));
+    {
+      std::FILE* fp = std::fopen((dir / "out.f64").c_str(), "rb");
+      ASSERT_TRUE(fp);
+      ASSERT_EQ(std::fread(ref.data(), sizeof(double), ref.size(), fp), ref.size());
+      std::fclose(fp);
+    }
+    // genperf: concat(x, cond) channel-wise, the forward, then the DDIM update.
+    std::vector<double> xin(static_cast<size_t>(2 * n)), t(static_cast<size_t>(B), double(ti));
+    for (int64_t i = 0; i < n; ++i) xin[size_t(2 * i)] = in[size_t(i)], xin[size_t(2 * i + 1)] = in[size_t(n + i)];
+    const double* pred = net.forward(xin.data(), t.data(), B, H, W, false);
+    std::vector<double> x(in.begin(), in.begin() + n);
+    const Schedule s = Schedule::of(c);
+    ddim_update(x.data(), pred, static_cast<const double*>(nullptr), n, s.abar[ti], s.abar[tp], 0.0, c.prediction == "v");
+    double worst_pred = 0, worst_x = 0, scale = 0;
+    for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(ref[size_t(i)]));
+    for (int64_t i = 0; i < n; ++i) {
+      worst_pred = std::max(worst_pred, std::abs(pred[i] - ref[size_t(i)]));
+      worst_x = std::max(worst_x, std::abs(x[size_t(i)] - ref[size_t(n + i)]));
+    }
+    std::printf("%s: largest difference %.2e in the prediction (scale %.2f), %.2e after the DDIM step\n", prediction,
+                worst_pred, scale, worst_x);
+    EXPECT_GT(scale, 1e-3);
+    EXPECT_LT(worst_pred, 1e-5 * std::max(1.0, scale));
+    EXPECT_LT(worst_x, 1e-5 * std::max(1.0, scale));
+  }
+}
+
+TEST(Diffusion, ModelFilesRoundTrip) {
+  genperf::testing::TempDir dir("srmodel");
+  UNet<float> net(tiny());
+  net.init(13, false);
+  save_sr_model(dir / "m", net);
+  const UNet<float> back = load_sr_model(dir / "m");
+  EXPECT_EQ(unet_config_json(back.config()).dump(), unet_config_json(net.config()).dump());
+  EXPECT_TRUE(std::equal(back.weights().begin(), back.weights().end(), net.weights().begin()));
+  try {
+    load_sr_model(dir / "nothing");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,275 @@
+// genperf sr train | upscale | eval: the diffusion super-resolution model's verbs.
+#include <cmath>
+#include <cstring>
+
+#include "bench/peaks.h"
+#include "common.h"
+#include "genperf/bench_sr.h"
+#include "genperf/fileio.h"
+#include "genperf/diffusion.h"
+#include "genperf/error.h"
+#include "genperf/fits.h"
+#include "genperf/progress.h"
+#include "genperf/sr_eval.h"
+#include "genperf/sr_model.h"
+#include "genperf/sr_train.h"
+
+namespace genperf::cli {
+namespace {
+
+std::vector<int64_t> int_list(const std::string& s) {
+  std::vector<int64_t> v;
+  if (s.empty() || s == "none") return v;
+  for (const std::string& f : split(s, ',')) {
+    try {
+      v.push_back(std::stoll(f));
+    } catch (const std::exception&) {
+      fail("'", s, "' is not a comma-separated list of integers");
+    }
+  }
+  return v;
+}
+
+std::vector<sr::Map> maps_only(const std::string& spec) {
+  std::vector<sr::Map> maps;
+  if (spec.empty()) return maps;
+  for (auto& [name, m] : sr::read_maps(spec)) maps.push_back(std::move(m));
+  return maps;
+}
+
+const OptionSpec kSteps{"steps", "sampler steps", "25"};
+const OptionSpec kSampler{"sampler", "ddim (deterministic with --eta 0) or ddpm (ancestral)", "ddim"};
+const OptionSpec kEta{"eta", "DDIM's noise (0: deterministic)", "0"};
+const OptionSpec kTile{"tile", "tile side in output pixels", "128"};
+const OptionSpec kOverlap{"overlap", "fraction of a tile shared with each neighbour (0 .. 0.5)", "0.25"};
+const OptionSpec kBatch{"batch", "tiles per forward pass", "8"};
+
+sr::UpscaleOptions upscale_options(const Args& a) {
+  sr::UpscaleOptions o;
+  o.sampler.sampler = a.str("sampler");
+  o.sampler.steps = a.integer("steps");
+  o.sampler.eta = a.number("eta");
+  o.samples = a.integer("samples");
+  o.seed = uint64_t(a.integer("seed"));
+  o.tile = a.integer("tile");
+  o.overlap = a.number("overlap");
+  o.batch = a.integer("batch");
+  return o;
+}
+
+int cmd_sr_train(int argc, char** argv) {
+  const sr::UNetConfig d;
+  Args a("sr train",
+         {{"data", "training maps: files, directories or synthetic:N[:size[:seed]]"},
+          {"val-data", "validation maps (other images than the training ones)", "", false, true},
+          {"out", "run directory (model/, state.safetensors, log.jsonl)"},
+          {"resume", "continue the run in --out from its state", "", true},
+          {"steps", "optimizer steps", "2000"}, {"batch", "crops per step", "8"},
+          {"crop", "crop side in high-resolution pixels", "64"}, {"lr", "peak learning rate", "2e-4"},
+          {"warmup", "warm-up steps", "100"}, {"ema", "EMA decay of the saved weights", "0.999"},
+          {"seed", "seed of the weights, crops and noise", "0"}, {"log-every", "steps per log line", "50"},
+          {"save-every", "steps per checkpoint", "500"},
+          {"scale", "super-resolution factor", std::to_string(d.scale)},
+          {"base", "channels at full resolution", std::to_string(d.base)},
+          {"mults", "channel multiplier per level", "1,2,2"},
+          {"res-blocks", "residual blocks per level", std::to_string(d.res_blocks)},
+          {"attention-levels", "levels with self-attention (or none)", "2"},
+          {"head-channels", "channels per attention head", std::to_string(d.head_channels)},
+          {"groups", "group norm groups", std::to_string(d.groups)},
+          {"prediction", "v or eps", d.prediction}, {"schedule", "cosine or linear", d.schedule},
+          {"timesteps", "diffusion steps", std::to_string(d.timesteps)},
+          {"transform", "linear, or log for positive maps", d.transform},
+          {"blur", "degradation blur sigma in output pixels (-1: 0.5 x scale)", "-1"},
+          {"noise", "degradation noise, a fraction of the input's standard deviation", "0"},
+          kThreads, kJson},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  sr::UNetConfig c;
+  c.scale = a.integer("scale"), c.base = a.integer("base"), c.mults = int_list(a.str("mults"));
+  c.res_blocks = a.integer("res-blocks"), c.attention_levels = int_list(a.str("attention-levels"));
+  c.head_channels = a.integer("head-channels"), c.groups = a.integer("groups");
+  c.prediction = a.str("prediction"), c.schedule = a.str("schedule"), c.timesteps = a.integer("timesteps");
+  c.transform = a.str("transform");
+  c.validate("the command line");
+  sr::SRTrainOptions o;
+  o.steps = a.integer("steps"), o.batch = a.integer("batch"), o.crop = a.integer("crop");
+  o.lr = float(a.number("lr")), o.min_lr = o.lr / 10, o.warmup = a.integer("warmup"), o.ema = a.number("ema");
+  o.seed = uint64_t(a.integer("seed")), o.log_every = a.integer("log-every"), o.save_every = a.integer("save-every");
+  o.degradation.scale = c.scale, o.degradation.blur_sigma = a.number("blur"), o.degradation.noise = a.number("noise");
+  const std::vector<sr::Map> train = maps_only(a.str("data"));
+  const std::vector<sr::Map> val = a.has("val-data") ? maps_only(a.str("val-data")) : std::vector<sr::Map>{};
+  const bool json = a.flag("json");
+  Progress bar("sr train", o.steps);
+  sr::train_sr(c, train, val, o, a.str("out"), a.flag("resume"), [&](const sr::SRTrainLog& l) {
+    bar.clear();
+    if (json) {
+      std::printf("{\"step\": %lld, \"loss\": %.6g, \"val_loss\": %.6g, \"lr\": %.3g, \"grad_norm\": %.4g, "
+                  "\"images_per_s\": %.4g, \"gflops\": %.4g}\n",
+                  (long long)l.step, l.loss, l.val_loss, l.lr, l.grad_norm, l.images_per_s, l.flops_per_s / 1e9);
+    } else {
+      std::printf("step %6lld  loss %.5f  val %.5f  lr %.2e  |g| %.3f  %.1f images/s  %.1f GFLOP/s\n",
+                  (long long)l.step, l.loss, l.val_loss, l.lr, l.grad_norm, l.images_per_s, l.flops_per_s / 1e9);
+    }
+    std::fflush(stdout);
+    bar.update(l.step);
+  });
+  bar.finish();
+  return 0;
+}
+
+int cmd_sr_upscale(int argc, char** argv) {
+  // genperf sr upscale IN OUT [options]: the two files first.
+  std::vector<std::string> pos;
+  while (pos.size() < 2 && 3 + int(pos.size()) < argc && std::strncmp(argv[3 + pos.size()], "--", 2) != 0)
+    pos.push_back(argv[3 + pos.size()]);
+  Args a("sr upscale IN.fits OUT.fits",
+         {{"model", "SR model directory (config.json, model.safetensors)"},
+          {"scale", "the factor expected of the model (an error if it was trained for another)", "", false, true},
+          kSteps, kSampler, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
+          {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch,
+          {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kThreads},
+         argc, argv, 3 + int(pos.size()));
+  if (run_help(a)) return 0;
+  apply_common(a);
+  GP_CHECK(pos.size() == 2, "[sr upscale] expected the input and output files first: genperf sr upscale IN.fits OUT.fits [options]");
+  const std::string in = pos[0], out = pos[1];
+  GP_CHECK(out.size() > 5 && (out.ends_with(".fits") || out.ends_with(".fit")), "sr upscale: ", out,
+           ": the output must be a .fits file");
+  sr::UNet<float> net = sr::load_sr_model(a.str("model"));
+  const int64_t s = net.config().scale;
+  if (a.has("scale"))
+    GP_CHECK(a.integer("scale") == s, "sr upscale: --scale ", a.integer("scale"), ", but the model ", a.str("model"),
+             " was trained for ", s);
+  FitsImage hdr;
+  const sr::Map lr = sr::read_map(in, &hdr);
+  const sr::UpscaleOptions o = upscale_options(a);
+  Progress bar("upscale", 1);
+  const sr::Upscaled up = sr::upscale(net, lr, o, in, [&](int64_t done, int64_t total) {
+    bar.update(done * 1000 / total);
+  });
+  bar.finish();
+  auto hdu = [&](const sr::Map& m, const char* name) {
+    FitsImage img;
+    img.width = m.w, img.height = m.h, img.pixels = m.v, img.bitpix = -32;
+    img.bunit = hdr.bunit, img.name = name;
+    const double k = bunit_scale_factor(hdr.bunit, double(s));
+    for (double& v : img.pixels) v *= k;
+    if (hdr.has_wcs) img.has_wcs = true, img.wcs = scale_wcs(hdr.wcs, double(s));
+    return img;
+  };
+  std::vector<FitsImage> hdus = {hdu(up.mean, ""), hdu(up.sd, "STDDEV")};
+  hdus[0].cards = hdr.cards;
+  FitsProvenance prov;
+  prov.history.push_back("genperf sr upscale: " + g_command);
+  prov.keywords = {{"GPMODEL", a.str("model")}, {"GPSCALE", std::to_string(s)},
+                   {"GPSAMPLR", o.sampler.sampler}, {"GPSTEPS", std::to_string(o.sampler.steps)},
+                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}};
+  write_fits(out, hdus, prov);
+  std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
+              (long long)lr.w, (long long)lr.h, (long long)up.mean.w, (long long)up.mean.h, (long long)up.tiles,
+              (long long)o.samples, (long long)o.sampler.steps, up.flops / 1e9);
+  GP_CHECK(!a.has("preview"), "sr upscale: --preview needs PNG support, which this build lacks");
+  return 0;
+}
+
+int cmd_sr_eval(int argc, char** argv) {
+  Args a("sr eval",
+         {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
+          kSteps, kSampler, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
+          kOverlap, kBatch, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
+          {"noise", "degradation noise", "0"}, kThreads, kJson},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  sr::UNet<float> net = sr::load_sr_model(a.str("model"));
+  sr::Degradation d;
+  d.scale = net.config().scale, d.blur_sigma = a.number("blur"), d.noise = a.number("noise");
+  const auto maps = sr::read_maps(a.str("data"));
+  Progress bar("sr eval", int64_t(maps.size()));
+  const auto scores = sr::evaluate_sr(net, maps, d, upscale_options(a), [&](size_t i, size_t) { bar.update(int64_t(i)); });
+  bar.finish();
+  if (a.flag("json")) {
+    Json all = Json::Array{};
+    for (const auto& s : scores) {
+      all.push_back(Json::Object{{"map", s.name}, {"size", s.size}, {"psnr_mean", s.psnr_mean},
+                                 {"psnr_one", s.psnr_one}, {"psnr_bicubic", s.psnr_bicubic},
+                                 {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
+                                 {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr},
+                                 {"w1", s.w1}, {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency},
+                                 {"consistency_bicubic", s.consistency_bicubic}, {"coverage", s.coverage},
+                                 {"seconds", s.seconds}});
+    }
+    print_json(Json::Object{{"model", a.str("model")}, {"maps", all}});
+    return 0;
+  }
+  std::printf("%-32s %6s %8s %8s %8s %8s %8s %7s %7s %7s %7s %6s\n", "map", "side", "PSNR", "one", "bicubic",
+              "|R-1|", "bic", "r_min", "W1", "bic", "consist", "cover");
+  for (const auto& s : scores)
+    std::printf("%-32s %6lld %8.2f %8.2f %8.2f %8.3f %8.3f %7.3f %7.3f %7.3f %7.4f %6.3f\n",
+                s.name.size() > 32 ? s.name.substr(s.name.size() - 32).c_str() : s.name.c_str(), (long long)s.size,
+                s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.spectrum.worst, s.spectrum_bicubic.worst,
+                s.spectrum.min_corr, s.w1, s.w1_bicubic, s.consistency, s.coverage);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench_sr(int argc, char** argv) {
+  Args a("bench sr",
+         {{"model", "SR model directory (its config is used), or default (the built-in config)", "default"},
+          {"batch", "images per step", "8"}, {"size", "image side (high-resolution pixels)", "64"},
+          {"reps", "timed repetitions after one warm-up", "5"},
+          {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
+          {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  apply_common(a);
+  const std::string spec = a.str("model");
+  const sr::UNetConfig c = spec == "default" ? sr::UNetConfig{}
+                                             : sr::unet_config_from_json(Json::parse_file(spec + "/config.json"),
+                                                                         spec + "/config.json");
+  sr::SRBenchOptions o;
+  o.batch = a.integer("batch"), o.size = a.integer("size"), o.reps = int(a.integer("reps"));
+  const sr::SRBenchResult r = sr::bench_sr(c, o);
+  Json j = r.to_json();
+  j["model"] = spec;
+  j["config"] = sr::unet_config_json(c);
+  if (!a.flag("no-peaks")) {
+    const double peak = bench::measure_gemm_peak_gflops(DType::F32);
+    j["gemm_peak_gflops_f32"] = peak;
+    j["mfu_train"] = bench::against_floor(r.train_gflops, peak).fraction;
+    j["mfu_sample"] = bench::against_floor(r.sample_gflops, peak).fraction;
+  }
+  j["provenance"] = provenance(g_command).to_json();
+  if (a.has("out")) write_file_atomic(a.str("out"), j.dump(2) + "\n");
+  if (a.flag("json")) {
+    print_json(j);
+    return 0;
+  }
+  std::printf("model      %s (%.2fM parameters), batch %lld x %lld x %lld, %.2f GFLOP per forward\n", spec.c_str(),
+              double(r.parameters) / 1e6, (long long)o.batch, (long long)o.size, (long long)o.size, r.forward_flops / 1e9);
+  std::printf("train      %.3f s/step median (min %.3f, max %.3f)  %.1f images/s  %.1f GFLOP/s", r.train_step.median,
+              r.train_step.min, r.train_step.max, r.train_images_per_s, r.train_gflops);
+  if (const Json* m = j.find("mfu_train")) std::printf("  MFU %.0f%%", 100 * m->as_number());
+  std::printf("\nsample     %.3f s/step median (min %.3f, max %.3f)  %.1f images/s per step  %.1f GFLOP/s",
+              r.sample_step.median, r.sample_step.min, r.sample_step.max, r.sample_images_per_s, r.sample_gflops);
+  if (const Json* m = j.find("mfu_sample"))
+    std::printf("  MFU %.0f%% of the measured f32 GEMM peak (%.0f GFLOP/s)", 100 * m->as_number(),
+                j.at("gemm_peak_gflops_f32").as_number());
+  std::printf("\nmemory     weights+EMA %.1f MB | grads+optimizer %.1f MB | activations %.1f MB | peak RSS %.1f MB\n",
+              double(r.weights_bytes) / 1e6, double(r.optimizer_bytes) / 1e6, double(r.activation_bytes) / 1e6,
+              double(r.peak_rss) / 1e6);
+  return 0;
+}
+
+int cmd_sr(int argc, char** argv) {
+  const std::string kind = argc > 2 ? argv[2] : "";
+  if (kind == "train") return cmd_sr_train(argc, argv);
+  if (kind == "upscale") return cmd_sr_upscale(argc, argv);
+  if (kind == "eval") return cmd_sr_eval(argc, argv);
+  std::fputs("usage: genperf sr train|upscale|eval [options]   (each takes --help)\n", stderr);
+  return 2;
+}
+
+}  // namespace genperf::cli
