@@ -4,6 +4,7 @@
 
 #include "genperf/error.h"
 #include "genperf/fits.h"
+#include "genperf/rng.h"
 #include "genperf/sr.h"
 
 namespace genperf::sr {
@@ -49,7 +50,8 @@ std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec) {
       b = std::min(spec.find(':', a), spec.size());
       f.push_back(spec.substr(a, b - a));
     }
-    GP_CHECK(f.size() <= 3, "[sr] ", spec, ": expected synthetic:N[:size[:seed]]");
+    const bool mixed = f.size() == 4 && f[3] == "mixed";
+    GP_CHECK(f.size() <= 3 || mixed, "[sr] ", spec, ": expected synthetic:N[:size[:seed[:mixed]]]");
     DustFieldSpec d;
     const int64_t n = number(spec, f[0], "the count");
     if (f.size() > 1) d.size = number(spec, f[1], "the size");
@@ -57,7 +59,12 @@ std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec) {
     GP_CHECK(n <= 100000, "[sr] ", spec, ": at most 100000 synthetic maps");
     for (int64_t i = 0; i < n; ++i) {
       d.seed = seed + uint64_t(i);
-      maps.emplace_back("synthetic-" + std::to_string(d.size) + "-seed" + std::to_string(d.seed), dust_field(d));
+      if (mixed) {  // the range of observed dust: slope -3 .. -2.5, sigma_ln 0.3 .. 1
+        Rng r(d.seed ^ 0x5eedull);
+        d.slope = -3 + 0.5 * r.uniform(), d.sigma_ln = 0.3 + 0.7 * r.uniform();
+      }
+      maps.emplace_back("synthetic-" + std::to_string(d.size) + "-seed" + std::to_string(d.seed) + (mixed ? "-mixed" : ""),
+                        dust_field(d));
     }
     return maps;
   }
