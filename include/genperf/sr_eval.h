@@ -21,6 +21,8 @@ struct SRMapScore {
   double w1 = 0, w1_bicubic = 0;                         // Wasserstein-1 of one sample's values
   double consistency = 0, consistency_bicubic = 0;       // of the mean
   double coverage = 0;                                   // of the samples' mean and sd
+  double ssim_mean = 0, ssim_bicubic = 0;                // of the mean
+  double minkowski = 0;  // one sample's functionals' distance from the truth's, over bicubic's (< 1: closer)
   double seconds = 0, flops = 0;
 };
 

@@ -38,4 +38,25 @@ double consistency(const Map& sr, const Map& lr, const Degradation& d);
 // The fraction of pixels where |hr - mean| <= sd (ideally 0.68 for calibrated Gaussian errors).
 double coverage(const Map& hr, const Map& mean, const Map& sd);
 
+// Structural similarity (Wang et al. 2004): the mean over pixels of
+// (2 mu_x mu_y + C1)(2 cov + C2) / ((mu_x^2 + mu_y^2 + C1)(var_x + var_y + C2)), local statistics
+// under a Gaussian window of sigma 1.5 (truncated at 3.5 sigma, renormalized at the edges),
+// C1 = (0.01 L)^2, C2 = (0.03 L)^2, L = max - min of ref.
+double ssim(const Map& x, const Map& ref);
+
+// Minkowski functionals of the excursion sets {u > nu} of u = (m - mean) / sd, mean and sd those of
+// `scale_of` (the truth, so that a map of the wrong variance shows it), for each threshold nu in
+// thresholds: the area fraction, the boundary length per pixel (edges between pixels in and out,
+// 4-connected, the map's border not counted), and the Euler characteristic per pixel (vertices -
+// edges + faces of the union of the pixels in, as closed unit squares).
+struct Minkowski {
+  std::vector<double> nu, area, perimeter, euler;
+};
+std::vector<double> minkowski_thresholds();  // -3 .. 3 in steps of 0.25
+Minkowski minkowski(const Map& m, const Map& scale_of, const std::vector<double>& thresholds = minkowski_thresholds());
+// How far a map's functionals are from the truth's, relative to another map's (bicubic's): the
+// mean over the three functionals of RMS_nu(F_sr - F_hr) / RMS_nu(F_other - F_hr). Below 1:
+// closer to the truth than the other map.
+double minkowski_score(const Map& sr, const Map& hr, const Map& other);
+
 }  // namespace genperf::sr

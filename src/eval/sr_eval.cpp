@@ -37,6 +37,8 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
     s.w1 = wasserstein1(up.first, hr), s.w1_bicubic = wasserstein1(bic, hr);
     s.consistency = consistency(up.mean, lr, clean), s.consistency_bicubic = consistency(bic, lr, clean);
     s.coverage = o.samples > 1 ? coverage(hr, up.mean, up.sd) : 0;
+    s.ssim_mean = ssim(up.mean, hr), s.ssim_bicubic = ssim(bic, hr);
+    s.minkowski = minkowski_score(up.first, hr, bic);
     scores.push_back(std::move(s));
     if (progress) progress(i + 1, maps.size());
   }

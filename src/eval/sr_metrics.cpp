@@ -2,6 +2,7 @@
 #include "genperf/sr_metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -137,6 +138,101 @@ double coverage(const Map& hr, const Map& mean, const Map& sd) {
   int64_t in = 0;
   for (size_t i = 0; i < hr.v.size(); ++i) in += std::fabs(hr.v[i] - mean.v[i]) <= sd.v[i];
   return double(in) / double(hr.v.size());
+}
+
+double ssim(const Map& x, const Map& ref) {
+  check_same("ssim", x, ref);
+  const auto [lo, hi] = std::minmax_element(ref.v.begin(), ref.v.end());
+  const double L = *hi - *lo, C1 = (0.01 * L) * (0.01 * L), C2 = (0.03 * L) * (0.03 * L);
+  const int r = 5;  // 3.5 sigma of 1.5, rounded
+  std::vector<double> g(2 * r + 1);
+  for (int i = -r; i <= r; ++i) g[size_t(i + r)] = std::exp(-0.5 * i * i / (1.5 * 1.5));
+  // Separable weighted sums of a, b, a^2, b^2, a b; weights renormalized where the window leaves the map.
+  const int64_t h = x.h, w = x.w;
+  std::vector<std::array<double, 6>> row(size_t(h * w)), col(size_t(h * w));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t c = 0; c < w; ++c) {
+      std::array<double, 6> s{};
+      for (int i = -r; i <= r; ++i) {
+        const int64_t cc = c + i;
+        if (cc < 0 || cc >= w) continue;
+        const double a = x.at(y, cc), b = ref.at(y, cc), k = g[size_t(i + r)];
+        s[0] += k * a, s[1] += k * b, s[2] += k * a * a, s[3] += k * b * b, s[4] += k * a * b, s[5] += k;
+      }
+      row[size_t(y * w + c)] = s;
+    }
+  double total = 0;
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t c = 0; c < w; ++c) {
+      std::array<double, 6> s{};
+      double kw = 0;
+      for (int i = -r; i <= r; ++i) {
+        const int64_t yy = y + i;
+        if (yy < 0 || yy >= h) continue;
+        const auto& q = row[size_t(yy * w + c)];
+        const double k = g[size_t(i + r)];
+        for (int j = 0; j < 5; ++j) s[size_t(j)] += k * q[size_t(j)];
+        kw += k * q[5];
+      }
+      const double mx = s[0] / kw, my = s[1] / kw;
+      const double vx = s[2] / kw - mx * mx, vy = s[3] / kw - my * my, cxy = s[4] / kw - mx * my;
+      total += (2 * mx * my + C1) * (2 * cxy + C2) / ((mx * mx + my * my + C1) * (vx + vy + C2));
+    }
+  return total / double(h * w);
+}
+
+std::vector<double> minkowski_thresholds() {
+  std::vector<double> t;
+  for (int i = -12; i <= 12; ++i) t.push_back(0.25 * i);
+  return t;
+}
+
+Minkowski minkowski(const Map& m, const Map& scale_of, const std::vector<double>& thresholds) {
+  check_same("minkowski", m, scale_of);
+  const double mu = mean_of(scale_of), sd = sd_of(scale_of);
+  GP_CHECK(sd > 0, "[sr minkowski] the reference map is constant");
+  const int64_t h = m.h, w = m.w;
+  const double n = double(h * w);
+  Minkowski r;
+  std::vector<uint8_t> in(size_t(h * w));
+  for (double nu : thresholds) {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = (m.v[i] - mu) / sd > nu;
+    auto at = [&](int64_t y, int64_t x) { return y >= 0 && y < h && x >= 0 && x < w && in[size_t(y * w + x)]; };
+    double faces = 0, boundary = 0, edges = 0, vertices = 0;
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) {
+        faces += at(y, x);
+        if (x + 1 < w) boundary += at(y, x) != at(y, x + 1);
+        if (y + 1 < h) boundary += at(y, x) != at(y + 1, x);
+      }
+    // Edges of the union of closed squares: horizontal edge (y, x) lies between rows y - 1 and y.
+    for (int64_t y = 0; y <= h; ++y)
+      for (int64_t x = 0; x < w; ++x) edges += at(y - 1, x) || at(y, x);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x <= w; ++x) edges += at(y, x - 1) || at(y, x);
+    for (int64_t y = 0; y <= h; ++y)
+      for (int64_t x = 0; x <= w; ++x) vertices += at(y - 1, x - 1) || at(y - 1, x) || at(y, x - 1) || at(y, x);
+    r.nu.push_back(nu);
+    r.area.push_back(faces / n);
+    r.perimeter.push_back(boundary / n);
+    r.euler.push_back((vertices - edges + faces) / n);
+  }
+  return r;
+}
+
+double minkowski_score(const Map& sr, const Map& hr, const Map& other) {
+  const Minkowski a = minkowski(sr, hr), t = minkowski(hr, hr), b = minkowski(other, hr);
+  auto rms = [](const std::vector<double>& p, const std::vector<double>& q) {
+    double s = 0;
+    for (size_t i = 0; i < p.size(); ++i) s += (p[i] - q[i]) * (p[i] - q[i]);
+    return std::sqrt(s / double(p.size()));
+  };
+  double score = 0;
+  for (auto f : {&Minkowski::area, &Minkowski::perimeter, &Minkowski::euler}) {
+    const double base = rms(b.*f, t.*f);
+    score += base > 0 ? rms(a.*f, t.*f) / base : (rms(a.*f, t.*f) > 0 ? 1e9 : 0.0);
+  }
+  return score / 3;
 }
 
 }  // namespace genperf::sr

@@ -1,15 +1,18 @@
 // The SR metrics (genperf/sr_metrics.h) on cases whose answer is known: PSNR of an offset, the
 // spectrum of a single wave, ratios and correlations of a map with itself and with its
 // bicubic-free blur, Wasserstein-1 of a shift, consistency of the degradation's own output,
-// coverage of a known fraction.
+// coverage of a known fraction, SSIM against its direct definition, Minkowski functionals of
+// sets whose area, boundary and Euler characteristic are counted by hand.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numbers>
 
 #include "genperf/error.h"
+#include "genperf/rng.h"
 #include "genperf/sr.h"
 #include "genperf/sr_metrics.h"
 
@@ -91,3 +94,91 @@ TEST(SrMetrics, WassersteinConsistencyCoverage) {
 }
 
 }  // namespace
+
+namespace {
+
+// SSIM by its definition with a direct 2-D window (not the library's separable sums).
+double ssim_direct(const Map& x, const Map& ref) {
+  double lo = ref.v[0], hi = ref.v[0];
+  for (double v : ref.v) lo = std::min(lo, v), hi = std::max(hi, v);
+  const double C1 = std::pow(0.01 * (hi - lo), 2), C2 = std::pow(0.03 * (hi - lo), 2);
+  double total = 0;
+  for (int64_t y = 0; y < x.h; ++y)
+    for (int64_t c = 0; c < x.w; ++c) {
+      double k = 0, a = 0, b = 0, aa = 0, bb = 0, ab = 0;
+      for (int64_t dy = -5; dy <= 5; ++dy)
+        for (int64_t dx = -5; dx <= 5; ++dx) {
+          const int64_t yy = y + dy, xx = c + dx;
+          if (yy < 0 || yy >= x.h || xx < 0 || xx >= x.w) continue;
+          const double g = std::exp(-0.5 * double(dy * dy + dx * dx) / 2.25);
+          const double p = x.at(yy, xx), q = ref.at(yy, xx);
+          k += g, a += g * p, b += g * q, aa += g * p * p, bb += g * q * q, ab += g * p * q;
+        }
+      a /= k, b /= k;
+      const double va = aa / k - a * a, vb = bb / k - b * b, cab = ab / k - a * b;
+      total += (2 * a * b + C1) * (2 * cab + C2) / ((a * a + b * b + C1) * (va + vb + C2));
+    }
+  return total / double(x.h * x.w);
+}
+
+}  // namespace
+
+TEST(SrMetrics, Ssim) {
+  DustFieldSpec spec;
+  spec.size = 32, spec.seed = 3;
+  const Map hr = dust_field(spec);
+  EXPECT_NEAR(ssim(hr, hr), 1.0, 1e-12);
+  Map noisy = hr;
+  Rng rng(5);
+  for (double& v : noisy.v) v += 0.2 * rng.normal();
+  const double s = ssim(noisy, hr);
+  EXPECT_LT(s, 0.95);
+  EXPECT_GT(s, 0.0);
+  EXPECT_NEAR(s, ssim_direct(noisy, hr), 1e-12);
+  Map rect(20, 13);  // not square, edges renormalized
+  for (size_t i = 0; i < rect.v.size(); ++i) rect.v[i] = std::sin(0.37 * double(i));
+  Map rect2 = rect;
+  for (double& v : rect2.v) v = 0.8 * v + 0.1;
+  EXPECT_NEAR(ssim(rect2, rect), ssim_direct(rect2, rect), 1e-12);
+}
+
+TEST(SrMetrics, MinkowskiFunctionalsOfKnownSets) {
+  // Pixels of value 1 on 0: one threshold between them picks exactly those pixels.
+  auto functionals = [](const Map& m) {
+    double mu = 0, ss = 0;
+    for (double v : m.v) mu += v;
+    mu /= double(m.v.size());
+    for (double v : m.v) ss += (v - mu) * (v - mu);
+    const double sd = std::sqrt(ss / double(m.v.size()));
+    const Minkowski f = minkowski(m, m, {(0.5 - mu) / sd});
+    const double n = double(m.v.size());
+    return std::array<double, 3>{f.area[0] * n, f.perimeter[0] * n, f.euler[0] * n};
+  };
+  Map one(8, 8);
+  one.at(3, 4) = 1;
+  EXPECT_EQ(functionals(one), (std::array<double, 3>{1, 4, 1}));
+  Map two = one;
+  two.at(6, 1) = 1;  // apart: two components
+  EXPECT_EQ(functionals(two), (std::array<double, 3>{2, 8, 2}));
+  Map ring(9, 9);  // a 5 x 5 square outline: one component with one hole
+  for (int64_t i = 2; i <= 6; ++i) ring.at(2, i) = ring.at(6, i) = ring.at(i, 2) = ring.at(i, 6) = 1;
+  EXPECT_EQ(functionals(ring), (std::array<double, 3>{16, 32, 0}));
+  Map diag(6, 6);  // corner-touching squares share a vertex: one component
+  diag.at(2, 2) = diag.at(3, 3) = 1;
+  EXPECT_EQ(functionals(diag), (std::array<double, 3>{2, 8, 1}));
+  // A field against itself scores 0; a smoothed copy is farther than the field is from itself.
+  DustFieldSpec spec;
+  spec.size = 64;
+  const Map hr = dust_field(spec);
+  Map blur = hr;
+  for (int64_t y = 1; y + 1 < hr.h; ++y)
+    for (int64_t x = 1; x + 1 < hr.w; ++x)
+      blur.at(y, x) = (hr.at(y - 1, x) + hr.at(y + 1, x) + hr.at(y, x - 1) + hr.at(y, x + 1) + hr.at(y, x)) / 5;
+  EXPECT_EQ(minkowski_score(hr, hr, blur), 0.0);
+  Map half = hr;
+  for (size_t i = 0; i < half.v.size(); ++i) half.v[i] = 0.5 * (hr.v[i] + blur.v[i]);
+  const double sc = minkowski_score(half, hr, blur);
+  EXPECT_GT(sc, 0.0);
+  EXPECT_LT(sc, 1.0);
+  EXPECT_EQ(minkowski_thresholds().size(), 25u);
+}

@@ -198,18 +198,20 @@ int cmd_sr_eval(int argc, char** argv) {
                                  {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr},
                                  {"w1", s.w1}, {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency},
                                  {"consistency_bicubic", s.consistency_bicubic}, {"coverage", s.coverage},
+                                 {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic}, {"minkowski", s.minkowski},
                                  {"seconds", s.seconds}});
     }
     print_json(Json::Object{{"model", a.str("model")}, {"maps", all}});
     return 0;
   }
-  std::printf("%-32s %6s %8s %8s %8s %8s %8s %7s %7s %7s %7s %6s\n", "map", "side", "PSNR", "one", "bicubic",
-              "|R-1|", "bic", "r_min", "W1", "bic", "consist", "cover");
+  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s\n", "map", "side", "PSNR", "one",
+              "bicubic", "SSIM", "bic", "|R-1|", "bic", "r_min", "W1", "bic", "Mink", "consist", "cover");
   for (const auto& s : scores)
-    std::printf("%-32s %6lld %8.2f %8.2f %8.2f %8.3f %8.3f %7.3f %7.3f %7.3f %7.4f %6.3f\n",
-                s.name.size() > 32 ? s.name.substr(s.name.size() - 32).c_str() : s.name.c_str(), (long long)s.size,
-                s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.spectrum.worst, s.spectrum_bicubic.worst,
-                s.spectrum.min_corr, s.w1, s.w1_bicubic, s.consistency, s.coverage);
+    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f\n",
+                s.name.size() > 28 ? s.name.substr(s.name.size() - 28).c_str() : s.name.c_str(), (long long)s.size,
+                s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
+                s.spectrum_bicubic.worst, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
+                s.coverage);
   return 0;
 }
 
