@@ -1,6 +1,7 @@
-// Shared by the FITS reader and writer (fits_read.cpp, fits_write.cpp): cfitsio errors turned
-// into genperf::Error, header keywords read, and which header keywords the FitsImage fields stand
-// for.
+// Shared by the FITS reader and writer (fits_read.cpp, fits_prescan.cpp, fits_tiles.cpp,
+// fits_write.cpp): cfitsio errors turned into genperf::Error, header keywords read, which header
+// keywords the FitsImage fields stand for, and the checks that run before cfitsio parses a
+// header or decompresses a tile.
 #pragma once
 #include <fitsio.h>
 
@@ -30,5 +31,22 @@ bool read_key(fitsfile* f, const std::string& path, const char* key, std::string
 // written by write_fits itself): not kept among its cards. `compressed`: the HDU is a
 // tile-compressed image, whose binary-table keywords are structure too.
 bool is_reserved_keyword(const std::string& key, bool compressed);
+
+// The header of HDU `hdu`, which starts at byte `start`, read through cfitsio's byte I/O before
+// cfitsio parses it, for the values that crash cfitsio 4.2 while it moves to the HDU: a
+// tile-compressed image's ZTILEn or (RICE_1) ZVAL1 that is not a positive integer (it divides by
+// them), a TTYPEn value longer than 69 characters (it overflows a 70-byte field). Throws
+// "[fits] <path>: HDU <hdu>: ..." for those; checks nothing, and throws nothing, when the header
+// is short or missing: cfitsio's move reports that.
+void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, long long start);
+
+// For the current HDU, a tile-compressed 2-D image of naxes[0] x naxes[1] pixels and ZBITPIX
+// `zbitpix` (HDU number `hdu` in messages): when ZCMPTYPE is GZIP_1 or GZIP_2, inflates each
+// tile's compressed stream with zlib, its output capped at the tile's size in bytes, and throws
+// "[fits] <path>: HDU <hdu>, tile <k> of <n> (<w> x <h> pixels of ZBITPIX <b>, <type>): <problem>"
+// when a stream is corrupt, ends early, or does not inflate to exactly that size. cfitsio's own
+// gunzip grows its buffer for as long as zlib asks for more room or more input, without bound,
+// so such a stream must not reach it.
+void check_gzip_tiles(fitsfile* f, const std::string& path, int hdu, const long long naxes[2], int zbitpix);
 
 }  // namespace genperf::fits_detail

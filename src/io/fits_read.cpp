@@ -109,6 +109,11 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
   int first_other = 0, first_other_naxis = 0;  // the first image HDU that was not 2-D
   for (int hdu = 1; hdu <= kMaxHdus; ++hdu) {
     if (hdu > 1) {
+      // Some headers crash cfitsio as it moves to them (fits_prescan.cpp): checked first.
+      long long head = 0, data = 0, next = 0;
+      fits_get_hduaddrll(f, &head, &data, &next, &st);
+      if (st) fail_read(path, cat("reading HDU ", hdu - 1), st);
+      fits_detail::check_header_for_cfitsio(f, path, hdu, next);
       fits_movabs_hdu(f, hdu, &hdutype, &st);
       if (st == END_OF_FILE) {
         fits_clear_errmsg();
@@ -173,6 +178,9 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
     if (compressed && img.name == "COMPRESSED_IMAGE") img.name.clear();  // cfitsio's default name
     img.has_wcs = read_wcs(f, path, img.wcs);
     img.cards = read_cards(f, path, compressed != 0);
+
+    // cfitsio's gunzip of a tile does not stop on a stream that lies about its size: checked first.
+    if (compressed) fits_detail::check_gzip_tiles(f, path, hdu, naxes, bitpix);
 
     img.pixels.resize(size_t(n));
     long long first[2] = {1, 1};
