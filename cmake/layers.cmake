@@ -19,7 +19,7 @@ endfunction()
 # or the layer check fails and names it.
 set(GENPERF_PUBLIC_core dtype.h error.h fft.h fileio.h progress.h rng.h runtime.h tensor.h)
 set(GENPERF_PUBLIC_ops ops.h ops_cost.h ops_image.h ops_train.h)
-set(GENPERF_PUBLIC_io fits.h json.h tokenizer.h)
+set(GENPERF_PUBLIC_io fits.h json.h png.h tokenizer.h)
 set(GENPERF_PUBLIC_models checkpoint.h diffusion.h llama.h llama_config.h model_family.h sr.h sr_model.h unet.h)
 set(GENPERF_PUBLIC_quant quantize.h sensitivity.h)
 set(GENPERF_PUBLIC_train sr_train.h train.h train_data.h trainer.h)

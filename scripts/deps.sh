@@ -11,9 +11,12 @@ case "${1:-}" in
       build-essential cmake ninja-build pkg-config git
       libgtest-dev libgmock-dev libbenchmark-dev
       libdnnl-dev libsentencepiece-dev sentencepiece libpcre2-dev
-      libcfitsio-dev  # FITS images (src/io/fits.cpp)
+      libcfitsio-dev  # FITS images (src/io/fits_*.cpp)
+      zlib1g-dev      # the FITS reader's own check of gzip-compressed tiles (src/io/fits_tiles.cpp)
+      libpng-dev      # PNG images (src/io/png.cpp)
       python3-numpy python3-sentencepiece
       python3-astropy  # tests only: an independent FITS and WCS reader for tests/io/test_fits.cpp
+      python3-pil      # tests only: an independent PNG reader and writer for tests/io/test_png.cpp
       clang libclang-rt-14-dev libomp-dev  # the fuzz build (scripts/fuzz.sh): clang, its sanitizer runtimes, its OpenMP
       bible-kjv
     )

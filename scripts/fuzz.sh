@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf fits tokenizer jsonl checkpoint hf train)
+[ ${#targets[@]} -eq 0 ] && targets=(json safetensors gguf fits png tokenizer jsonl checkpoint hf train)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGENPERF_FUZZ=ON -DGENPERF_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENPERF_WERROR="${GENPERF_WERROR:-OFF}" >/dev/null
@@ -255,6 +255,18 @@ put("fits", "seed5", fits_image(8, [0], b"", ["EXTEND  = T"]) + fits_hdu(
      "ZIMAGE  = T", "ZBITPIX = 16", "ZNAXIS  = 2", "ZNAXIS1 = 3", "ZNAXIS2 = 2", "ZTILE1  = 3", "ZTILE2  = 2",
      "ZCMPTYPE= 'GZIP_1  '", "BLANK   = -32768", "EXTNAME = 'COMPRESSED_IMAGE'"],
     struct.pack(">2i", len(tile), 0) + tile))
+# PNG images: the signature, then chunks (length, type, data, CRC-32 of type and data); IDAT holds
+# the zlib-deflated rows, each a filter byte and its samples.
+import zlib
+def png_chunk(kind, data): return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+def png(w, h, depth, color, rows, extra=b""):
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + extra + png_chunk(b"IDAT", zlib.compress(rows)) +
+            png_chunk(b"IEND", b""))
+put("png", "seed0", png(3, 2, 8, 0, b"\0\x00\x80\xff\x01\x10\x10\x10"))                   # 8-bit gray, Sub filter
+put("png", "seed1", png(2, 2, 16, 2, b"\0" + bytes(range(12)) + b"\2" + bytes(range(12, 24))))  # 16-bit RGB, Up filter
+put("png", "seed2", png(4, 1, 2, 3, b"\0\x1b", png_chunk(b"PLTE", bytes(range(12))) + png_chunk(b"tRNS", b"\x80")))
+put("png", "seed3", png(2, 1, 8, 6, b"\0" + bytes(range(8)), png_chunk(b"tEXt", b"Title\0seed")))  # RGBA, text
 PY
 
 # genperf's own training files (a LoRA adapter, a trainer state) are written by genperf's writers.

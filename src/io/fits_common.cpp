@@ -28,6 +28,67 @@ void fail_status(const std::string& path, const std::string& what, int status) {
   fail("[fits] ", path, ": ", what, ": ", cfitsio_text(status));
 }
 
+void fail_read(const std::string& path, const std::string& doing, int status) {
+  const std::string text = cfitsio_text(status);
+  const std::string where = cat("[fits] ", path, ": ");
+  switch (status) {
+    case END_OF_FILE:
+    case READ_ERROR:
+      fail(where, "truncated file: it ends while ", doing, " (", text, ")");
+    case NO_END:
+      fail(where, "truncated or corrupt header: no END card (", text, ")");
+    case NO_SIMPLE:
+    case UNKNOWN_REC:
+      fail(where, "not a FITS file (", text, ")");
+    case BAD_BITPIX:
+      fail(where, "unsupported BITPIX, expected 8, 16, 32, 64, -32 or -64 (", text, ")");
+    case BAD_NAXIS:
+    case BAD_NAXES:
+      fail(where, "bad image dimensions (", text, ")");
+    case MEMORY_ALLOCATION:
+      fail(where, "out of memory while ", doing, " (", text, ")");
+    default:
+      fail(where, doing, ": ", text);
+  }
+}
+
+namespace {
+
+// The one body of the read_key overloads: `value` points to a value of cfitsio's type `type`.
+bool read_key_as(fitsfile* f, const std::string& path, const char* key, int type, void* value) {
+  int st = 0;
+  fits_read_key(f, type, key, value, nullptr, &st);
+  if (st == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return false;
+  }
+  if (st) fail_read(path, cat("reading keyword ", key), st);
+  return true;
+}
+
+}  // namespace
+
+bool read_key(fitsfile* f, const std::string& path, const char* key, double& out) {
+  double v = 0;
+  if (!read_key_as(f, path, key, TDOUBLE, &v)) return false;
+  out = v;
+  return true;
+}
+
+bool read_key(fitsfile* f, const std::string& path, const char* key, long long& out) {
+  long long v = 0;
+  if (!read_key_as(f, path, key, TLONGLONG, &v)) return false;
+  out = v;
+  return true;
+}
+
+bool read_key(fitsfile* f, const std::string& path, const char* key, std::string& out) {
+  char v[FLEN_VALUE] = {0};
+  if (!read_key_as(f, path, key, TSTRING, v)) return false;
+  out = v;
+  return true;
+}
+
 namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }

@@ -17,36 +17,14 @@ namespace genperf {
 namespace {
 
 using fits_detail::cfitsio_text;
+using fits_detail::fail_read;
+using fits_detail::read_key;
 
 constexpr int kMaxHdus = 10000;  // HDUs searched for an image
 
 template <typename... Args>
 [[noreturn]] void error(const std::string& path, Args&&... what) {
   fail("[fits] ", path, ": ", std::forward<Args>(what)...);
-}
-
-// The problem a cfitsio status stands for, in the words of this reader's errors.
-[[noreturn]] void fail_read(const std::string& path, const std::string& doing, int status) {
-  const std::string text = cfitsio_text(status);
-  switch (status) {
-    case END_OF_FILE:
-    case READ_ERROR:
-      error(path, "truncated file: it ends while ", doing, " (", text, ")");
-    case NO_END:
-      error(path, "truncated or corrupt header: no END card (", text, ")");
-    case NO_SIMPLE:
-    case UNKNOWN_REC:
-      error(path, "not a FITS file (", text, ")");
-    case BAD_BITPIX:
-      error(path, "unsupported BITPIX, expected 8, 16, 32, 64, -32 or -64 (", text, ")");
-    case BAD_NAXIS:
-    case BAD_NAXES:
-      error(path, "bad image dimensions (", text, ")");
-    case MEMORY_ALLOCATION:
-      error(path, "out of memory while ", doing, " (", text, ")");
-    default:
-      error(path, doing, ": ", text);
-  }
 }
 
 // cfitsio's handle, closed however the reader leaves.
@@ -75,51 +53,24 @@ void check_start(const std::string& path, const unsigned char* p, size_t n, uint
     error(path, "truncated file: ", file_size, " bytes, less than one 2880-byte header block");
 }
 
-// A keyword's value, or false when the header lacks it.
-bool key_double(fitsfile* f, const std::string& path, const char* key, double& out) {
-  int st = 0;
-  double v = 0;
-  fits_read_key(f, TDOUBLE, key, &v, nullptr, &st);
-  if (st == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return false;
-  }
-  if (st) fail_read(path, cat("reading keyword ", key), st);
-  out = v;
-  return true;
-}
-
-bool key_string(fitsfile* f, const std::string& path, const char* key, std::string& out) {
-  int st = 0;
-  char v[FLEN_VALUE] = {0};
-  fits_read_key(f, TSTRING, key, v, nullptr, &st);
-  if (st == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return false;
-  }
-  if (st) fail_read(path, cat("reading keyword ", key), st);
-  out = v;
-  return true;
-}
-
 bool read_wcs(fitsfile* f, const std::string& path, FitsWcs& w) {
   bool any = false;
   for (int i = 0; i < 2; ++i) {
     const std::string n = std::to_string(i + 1);
-    any |= key_string(f, path, ("CTYPE" + n).c_str(), w.ctype[i]);
-    any |= key_string(f, path, ("CUNIT" + n).c_str(), w.cunit[i]);
-    any |= key_double(f, path, ("CRPIX" + n).c_str(), w.crpix[i]);
-    any |= key_double(f, path, ("CRVAL" + n).c_str(), w.crval[i]);
-    any |= key_double(f, path, ("CDELT" + n).c_str(), w.cdelt[i]);
+    any |= read_key(f, path, ("CTYPE" + n).c_str(), w.ctype[i]);
+    any |= read_key(f, path, ("CUNIT" + n).c_str(), w.cunit[i]);
+    any |= read_key(f, path, ("CRPIX" + n).c_str(), w.crpix[i]);
+    any |= read_key(f, path, ("CRVAL" + n).c_str(), w.crval[i]);
+    any |= read_key(f, path, ("CDELT" + n).c_str(), w.cdelt[i]);
   }
-  w.has_crota2 = key_double(f, path, "CROTA2", w.crota2);
+  w.has_crota2 = read_key(f, path, "CROTA2", w.crota2);
   any |= w.has_crota2;
   bool cd = false;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) {
       const std::string ij = cat(i + 1, "_", j + 1);
-      w.has_pc |= key_double(f, path, ("PC" + ij).c_str(), w.pc[i][j]);
-      cd |= key_double(f, path, ("CD" + ij).c_str(), w.cd[i][j]);
+      w.has_pc |= read_key(f, path, ("PC" + ij).c_str(), w.pc[i][j]);
+      cd |= read_key(f, path, ("CD" + ij).c_str(), w.cd[i][j]);
     }
   w.form = cd ? FitsWcs::Form::Cd : FitsWcs::Form::Cdelt;
   return any || cd || w.has_pc;
@@ -158,6 +109,11 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
   int first_other = 0, first_other_naxis = 0;  // the first image HDU that was not 2-D
   for (int hdu = 1; hdu <= kMaxHdus; ++hdu) {
     if (hdu > 1) {
+      // Some headers crash cfitsio as it moves to them (fits_prescan.cpp): checked first.
+      long long head = 0, data = 0, next = 0;
+      fits_get_hduaddrll(f, &head, &data, &next, &st);
+      if (st) fail_read(path, cat("reading HDU ", hdu - 1), st);
+      fits_detail::check_header_for_cfitsio(f, path, hdu, next);
       fits_movabs_hdu(f, hdu, &hdutype, &st);
       if (st == END_OF_FILE) {
         fits_clear_errmsg();
@@ -191,21 +147,16 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
     const int compressed = fits_is_compressed_image(f, &st);
     if (st) fail_read(path, cat("reading HDU ", hdu), st);
     const int64_t n = naxes[0] * naxes[1];
-    if (!compressed && file_size >= 0) {
+    if (file_size >= 0) {
       long long head = 0, data = 0, end = 0;
       fits_get_hduaddrll(f, &head, &data, &end, &st);
       if (st) fail_read(path, cat("reading HDU ", hdu), st);
       const int64_t need = data + n * bytes_per_pixel(bitpix);
-      if (need > file_size)
+      if (!compressed && need > file_size)
         error(path, "truncated file: HDU ", hdu, "'s ", naxes[0], " x ", naxes[1], " image of BITPIX ", bitpix,
               " ends at byte ", need, ", the file has ", file_size);
-    }
-    if (file_size >= 0) {
       // cfitsio reads whole 2880-byte blocks, so it cannot read data whose last block is short
       // (tile-compressed data included: the table and its heap).
-      long long head = 0, data = 0, end = 0;
-      fits_get_hduaddrll(f, &head, &data, &end, &st);
-      if (st) fail_read(path, cat("reading HDU ", hdu), st);
       if (end > file_size)
         error(path, "truncated file: ", file_size, " bytes, not a whole number of 2880-byte blocks (HDU ", hdu,
               "'s data ends at byte ", end, ")");
@@ -215,26 +166,21 @@ FitsImage read_image(fitsfile* f, const std::string& path, int64_t file_size, co
     img.width = naxes[0];
     img.height = naxes[1];
     img.bitpix = bitpix;
-    key_double(f, path, "BSCALE", img.bscale);
-    key_double(f, path, "BZERO", img.bzero);
+    read_key(f, path, "BSCALE", img.bscale);
+    read_key(f, path, "BZERO", img.bzero);
     if (bitpix > 0) {
       long long raw = 0;
-      int bst = 0;
-      fits_read_key(f, TLONGLONG, "BLANK", &raw, nullptr, &bst);
-      if (bst == 0) {
-        img.has_blank = true;
-        img.blank = raw;
-      } else if (bst == KEY_NO_EXIST) {
-        fits_clear_errmsg();
-      } else {
-        fail_read(path, "reading keyword BLANK", bst);
-      }
+      img.has_blank = read_key(f, path, "BLANK", raw);
+      if (img.has_blank) img.blank = raw;
     }
-    key_string(f, path, "BUNIT", img.bunit);
-    key_string(f, path, "EXTNAME", img.name);
+    read_key(f, path, "BUNIT", img.bunit);
+    read_key(f, path, "EXTNAME", img.name);
     if (compressed && img.name == "COMPRESSED_IMAGE") img.name.clear();  // cfitsio's default name
     img.has_wcs = read_wcs(f, path, img.wcs);
     img.cards = read_cards(f, path, compressed != 0);
+
+    // cfitsio's gunzip of a tile does not stop on a stream that lies about its size: checked first.
+    if (compressed) fits_detail::check_gzip_tiles(f, path, hdu, naxes, bitpix);
 
     img.pixels.resize(size_t(n));
     long long first[2] = {1, 1};

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Independent FITS/WCS side of tests/io/test_fits.cpp, with astropy (Debian's python3-astropy).
 
-  fits_ref.py write DIR SEED   astropy writes DIR/int16.fits (BSCALE/BZERO/BLANK) and
-                               DIR/float32_cd.fits (CD-matrix WCS), and DIR/<name>.expected, the
-                               values astropy reads back (float64 little-endian, NaN where blank)
+  fits_ref.py write DIR SEED   astropy writes DIR/int16.fits (BSCALE/BZERO/BLANK), the same
+                               tile-compressed (rice.fits, gzip1.fits, gzip2.fits) and gzipped
+                               (gzip.fits.gz), DIR/float32_cd.fits (CD-matrix WCS) and
+                               DIR/float64_gzip2.fits (quantized, GZIP_2), and DIR/<name>.expected,
+                               the values astropy reads back (float64 little-endian, NaN where blank)
   fits_ref.py check IN OUT S   the output pixel centres x' of OUT (1-based FITS pixel coordinates)
                                and the input pixel coordinates (x' - 0.5) / S + 0.5 of IN are the
                                same sky position: prints the largest distance in input pixels
@@ -38,6 +40,11 @@ def write(d, seed):
     with fits.open(path, do_not_scale_image_data=True) as h:
         comp = fits.CompImageHDU(h[0].data, header=h[0].header, compression_type="RICE_1")
         fits.HDUList([fits.PrimaryHDU(), comp]).writeto(f"{d}/rice.fits", overwrite=True)
+        # GZIP_1 and GZIP_2 in 4 x 3 tiles: the last tile of each row and column is cut short.
+        for kind in ("GZIP_1", "GZIP_2"):
+            comp = fits.CompImageHDU(h[0].data, header=h[0].header, compression_type=kind, tile_shape=(3, 4))
+            fits.HDUList([fits.PrimaryHDU(), comp]).writeto(f"{d}/{kind.lower().replace('_', '')}.fits",
+                                                            overwrite=True)
     with open(path, "rb") as f, gzip.open(f"{d}/gzip.fits.gz", "wb") as g:
         g.write(f.read())
 
@@ -53,6 +60,12 @@ def write(d, seed):
     fits.HDUList([fits.PrimaryHDU(), fits.ImageHDU(data, header=hdr, name="DUST")]).writeto(
         f"{d}/float32_cd.fits", overwrite=True)
     fits.getdata(f"{d}/float32_cd.fits", ext=1).astype("<f8").tofile(f"{d}/float32_cd.expected")
+
+    # A float64 image quantized to 4-byte integers (a ZSCALE column), GZIP_2 in tiles of 16 x 16.
+    f64 = rng.normal(0.0, 5.0, size=(20, 37))
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(f64, compression_type="GZIP_2", tile_shape=(16, 16))]).writeto(
+        f"{d}/float64_gzip2.fits", overwrite=True)
+    fits.getdata(f"{d}/float64_gzip2.fits", ext=1).astype("<f8").tofile(f"{d}/float64_gzip2.expected")
 
 
 def check(inp, out, s):

@@ -4,7 +4,9 @@
 // centre at i and covers [i - 0.5, i + 0.5]; output pixel x' of an image super-resolved by s sees
 // the sky of input coordinate (x' - 0.5) / s + 0.5.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -334,6 +336,175 @@ TEST(Fits, FailedWritesLeaveNoFile) {
   EXPECT_EQ(genperf::testing::read_bytes(path), before);
 }
 
+namespace {
+
+std::string be_int16s(const std::vector<int16_t>& v) {
+  std::string s;
+  for (int16_t x : v) s += char((uint16_t(x) >> 8) & 0xff), s += char(uint16_t(x) & 0xff);
+  return s;
+}
+
+std::string be_int32(int32_t v) {
+  std::string s;
+  for (int b = 3; b >= 0; --b) s += char((uint32_t(v) >> (8 * b)) & 0xff);
+  return s;
+}
+
+// `raw` as one gzip member (zlib's deflate with a gzip wrapper).
+std::string gzip(const std::string& raw) {
+  z_stream zs{};
+  if (deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) std::abort();
+  std::string out(deflateBound(&zs, uLong(raw.size())) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  zs.avail_in = uInt(raw.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = uInt(out.size());
+  if (deflate(&zs, Z_FINISH) != Z_STREAM_END) std::abort();
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// A GZIP_1 tile-compressed image (ZBITPIX 16, BLANK -32768) of width x height pixels in tiles of
+// ZTILE1 x ZTILE2, after an empty primary HDU: the table's row k holds a descriptor (length,
+// heap offset) of streams[k], which follow one another in the heap. `heap_extra` is added to a
+// descriptor's length, to point past the heap.
+std::string gzip_image(int width, int height, int ztile1, int ztile2, const std::vector<std::string>& streams,
+                       int heap_extra = 0) {
+  std::string rows, heap;
+  size_t longest = 0;
+  for (const auto& st : streams) {
+    rows += be_int32(int32_t(st.size()) + heap_extra) + be_int32(int32_t(heap.size()));
+    heap += st;
+    longest = std::max(longest, st.size());
+  }
+  const std::vector<std::string> table = {"XTENSION= 'BINTABLE'",
+                                          "BITPIX  = 8",
+                                          "NAXIS   = 2",
+                                          "NAXIS1  = 8",
+                                          cat("NAXIS2  = ", streams.size()),
+                                          cat("PCOUNT  = ", heap.size()),
+                                          "GCOUNT  = 1",
+                                          "TFIELDS = 1",
+                                          "TTYPE1  = 'COMPRESSED_DATA'",
+                                          cat("TFORM1  = '1PB(", longest, ")'"),
+                                          "ZIMAGE  =                    T",
+                                          "ZBITPIX = 16",
+                                          "ZNAXIS  = 2",
+                                          cat("ZNAXIS1 = ", width),
+                                          cat("ZNAXIS2 = ", height),
+                                          cat("ZTILE1  = ", ztile1),
+                                          cat("ZTILE2  = ", ztile2),
+                                          "ZCMPTYPE= 'GZIP_1  '",
+                                          "BLANK   = -32768"};
+  return fits_file({"SIMPLE  =                    T", "BITPIX  = 8", "NAXIS   = 0", "EXTEND  = T"}, "") +
+         fits_file(table, rows + heap);
+}
+
+// The stream of the fuzz finding fits-tile-amplification.fits: the gzip member of the 3 x 2
+// int16 tile {1, 2, -3, 4, 5, -32768}, its flags byte changed to FEXTRA | FNAME, so that the header
+// announces an extra field of 0x6063 bytes, longer than the stream. cfitsio's gunzip grew its
+// buffer without end on it.
+const char kAmplifyingTile[] =
+    "\x1f\x8b\x08\x0c\x00\x00\x00\x00\x02\x03\x63\x60\x64\x60\xfa\xff"
+    "\x97\x81\x85\x81\xb5\x81\x01\x00\xb6\x90\x87\x7f\x0c\x00\x00\x00";
+
+}  // namespace
+
+TEST(Fits, AmplifyingGzipTileIsRefusedFast) {
+  TempDir dir("fits");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string m =
+      read_error(dir, gzip_image(3, 2, 3, 2, {std::string(kAmplifyingTile, 32)}), "tile-amplification.fits");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(contains(m, "HDU 2, tile 1 of 1 (3 x 2 pixels of ZBITPIX 16, GZIP_1): truncated stream")) << m;
+  EXPECT_LT(seconds, 5.0) << m;  // it is refused before cfitsio's unbounded gunzip, not after
+}
+
+TEST(Fits, GzipTilesAreCheckedOneByOne) {
+  TempDir dir("fits");
+  const std::string pixels = be_int16s({1, 2, -3, 4, 5, -32768});
+  // One tile: it reads, NaN for BLANK.
+  const std::string one = gzip_image(3, 2, 3, 2, {gzip(pixels)});
+  const std::string path = dir / "good.fits";
+  genperf::testing::write_bytes(path, one);
+  const FitsImage img = read_fits(path);
+  EXPECT_EQ(img.width, 3);
+  EXPECT_EQ(img.height, 2);
+  EXPECT_TRUE(same_values(img.pixels, {1, 2, -3, 4, 5, std::nan("")}));
+  EXPECT_TRUE(same_values(read_fits_bytes("mem", one.data(), one.size()).pixels, img.pixels));
+
+  // Tiles of 2 x 1 over 3 x 2 pixels: rows of tiles {2, 1} pixels wide, 4 tiles in all.
+  auto tiles = [&](const std::vector<std::vector<int16_t>>& t) {
+    std::vector<std::string> s;
+    for (const auto& v : t) s.push_back(gzip(be_int16s(v)));
+    return s;
+  };
+  const std::vector<std::string> four = tiles({{1, 2}, {-3}, {4, 5}, {-32768}});
+  genperf::testing::write_bytes(dir / "tiles.fits", gzip_image(3, 2, 2, 1, four));
+  EXPECT_TRUE(same_values(read_fits(dir / "tiles.fits").pixels, img.pixels));
+
+  // The last tile holds 1 pixel: 2 bytes, no more, no fewer.
+  std::string m = read_error(dir, gzip_image(3, 2, 2, 1, tiles({{1, 2}, {-3}, {4, 5}, {7, 7}})), "long.fits");
+  EXPECT_TRUE(contains(m, "HDU 2, tile 4 of 4 (1 x 1 pixels of ZBITPIX 16, GZIP_1): the stream inflates to more "
+                          "than the tile's 2 bytes")) << m;
+  std::vector<std::string> short_tile = four;
+  short_tile[2] = gzip(std::string("\x00\x04\x00", 3));
+  m = read_error(dir, gzip_image(3, 2, 2, 1, short_tile), "short.fits");
+  EXPECT_TRUE(contains(m, "tile 3 of 4 (2 x 1 pixels of ZBITPIX 16, GZIP_1): the stream inflates to 3 bytes, the "
+                          "tile holds 4")) << m;
+  // A bad CRC, a stream cut short, a stream that is not gzip at all.
+  std::string crc = gzip(pixels);
+  crc[crc.size() - 6] ^= 0x55;
+  m = read_error(dir, gzip_image(3, 2, 3, 2, {crc}), "crc.fits");
+  EXPECT_TRUE(contains(m, "tile 1 of 1 (3 x 2 pixels of ZBITPIX 16, GZIP_1): corrupt stream (zlib: incorrect data "
+                          "check)")) << m;
+  m = read_error(dir, gzip_image(3, 2, 3, 2, {gzip(pixels).substr(0, 20)}), "cut.fits");
+  EXPECT_TRUE(contains(m, "tile 1 of 1 (3 x 2 pixels of ZBITPIX 16, GZIP_1): truncated stream")) << m;
+  m = read_error(dir, gzip_image(3, 2, 3, 2, {std::string(24, 'x')}), "text.fits");
+  EXPECT_TRUE(contains(m, "tile 1 of 1 (3 x 2 pixels of ZBITPIX 16, GZIP_1): corrupt stream")) << m;
+  // A descriptor pointing past the heap.
+  m = read_error(dir, gzip_image(3, 2, 3, 2, {gzip(pixels)}, 1000), "past_heap.fits");
+  EXPECT_TRUE(contains(m, "lie outside the table's")) << m;
+}
+
+namespace {
+
+// `bytes` with the first occurrence of `from` (the start of a card) replaced by `to`, padded to
+// the same length with blanks.
+std::string edit_card(std::string bytes, const std::string& from, const std::string& to) {
+  const size_t at = bytes.find(from);
+  if (at == std::string::npos || to.size() > 80) std::abort();
+  bytes.replace(at, 80, card(to));
+  return bytes;
+}
+
+}  // namespace
+
+// cfitsio 4.2 divides by ZTILEn (and a RICE_1 image's ZVAL1) as it moves to the HDU: a 0 there
+// killed the process with SIGFPE (fuzz finding), as a long TTYPEn did with an abort. The header
+// is checked before the move.
+TEST(Fits, HeadersThatCrashCfitsioAreRefusedBeforeItReadsThem) {
+  TempDir dir("fits");
+  const std::string good = gzip_image(3, 2, 3, 2, {gzip(be_int16s({1, 2, -3, 4, 5, -32768}))});
+  std::string m = read_error(dir, edit_card(good, "ZTILE2  = 2", "ZTILE2  = 0"), "ztile0.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: ZTILE2 = 0: a tile-compressed image's tile size must be a positive integer")) << m;
+  m = read_error(dir, edit_card(good, "ZTILE1  = 3", "ZTILE1  = 2%"), "ztile_text.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: ZTILE1 = 2%: a tile-compressed image's tile size")) << m;
+  const std::string rice =
+      edit_card(edit_card(good, "ZCMPTYPE= 'GZIP_1  '", "ZCMPTYPE= 'RICE_1  '"), "BLANK   = -32768", "ZVAL1   = 0");
+  m = read_error(dir, rice, "rice0.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: ZVAL1 = 0: a RICE_1 image's block size must be a positive integer")) << m;
+  // A table's column name of 70 characters (possible unquoted only): cfitsio 4.2 copies it into a
+  // 70-byte field, and the fortified strcpy aborts.
+  m = read_error(dir, edit_card(good, "TTYPE1  = 'COMPRESSED_DATA'", cat("TTYPE1  = ", std::string(70, 'x'))),
+                 "ttype70.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: TTYPE1's value is 70 characters long, more than the 69 of a column name")) << m;
+  // The same bytes from memory.
+  const std::string zero = edit_card(good, "ZTILE2  = 2", "ZTILE2  = 0");
+  EXPECT_THROW(read_fits_bytes("mem", zero.data(), zero.size()), Error);
+}
+
 TEST(Fits, ScaleWcsAndUnits) {
   const FitsWcs w = cdelt_wcs();
   const FitsWcs s = scale_wcs(w, 4);
@@ -412,8 +583,9 @@ TEST(Fits, ReadsWhatAstropyWrites) {
   for (const auto& c : f32.cards) radesys |= c.rfind("RADESYS = 'ICRS", 0) == 0;
   EXPECT_TRUE(radesys);
 
-  // Tile-compressed (RICE) and gzip-compressed files, opened through cfitsio too.
-  for (const char* name : {"rice.fits", "gzip.fits.gz"}) {
+  // Tile-compressed (RICE, GZIP_1 and GZIP_2, whose tiles genperf inflates first) and
+  // gzip-compressed files, opened through cfitsio too.
+  for (const char* name : {"rice.fits", "gzip1.fits", "gzip2.fits", "gzip.fits.gz"}) {
     SCOPED_TRACE(name);
     const FitsImage c = read_fits(dir / name);
     EXPECT_EQ(c.bitpix, 16);
@@ -421,6 +593,12 @@ TEST(Fits, ReadsWhatAstropyWrites) {
     EXPECT_TRUE(same_values(c.pixels, want16));
     for (const auto& card : c.cards) EXPECT_NE(card.substr(0, 1), "Z") << card;  // no compression keywords
   }
+  // Quantized float64 tiles inflate to 4-byte integers, not 8-byte floats.
+  const FitsImage q = read_fits(dir / "float64_gzip2.fits");
+  EXPECT_EQ(q.bitpix, -64);
+  const std::vector<double> want_q = read_doubles(dir / "float64_gzip2.expected");
+  ASSERT_EQ(q.pixels.size(), want_q.size());
+  for (size_t i = 0; i < want_q.size(); ++i) EXPECT_NEAR(q.pixels[i], want_q[i], 1e-9 * std::abs(want_q[i])) << i;
 }
 
 TEST(Fits, ScaledWcsMatchesAstropy) {
