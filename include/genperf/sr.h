@@ -48,7 +48,7 @@ struct DustFieldSpec {
 };
 Map dust_field(const DustFieldSpec& spec);
 
-// A map from a file: FITS (the first 2-D image HDU; blanks NaN) or PNG (luminance). fits, when
+// A map from a file: FITS (the first 2-D image HDU; blanks NaN) or PNG (luminance in [0, 1]). fits, when
 // not null, receives the FITS image (its WCS, unit and header cards; pixels moved out). Errors
 // name the file.
 Map read_map(const std::string& path, FitsImage* fits = nullptr);

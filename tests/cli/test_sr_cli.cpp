@@ -12,6 +12,7 @@
 #include "genperf/diffusion.h"
 #include "genperf/fileio.h"
 #include "genperf/fits.h"
+#include "genperf/png.h"
 #include "genperf/rng.h"
 
 using namespace genperf;
@@ -54,7 +55,13 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   write_fits(tmp / "in.fits", {in});
 
   const std::string common = " --model " + (tmp / "model") + " --steps 3 --samples 2 --tile 16 --seed 7";
-  ASSERT_EQ(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out.fits") + common + " --threads 1", tmp), 0);
+  ASSERT_EQ(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out.fits") + common + " --threads 1 --preview " +
+                   (tmp / "preview.png"),
+               tmp),
+            0);
+  const PngImage preview = read_png(tmp / "preview.png");
+  EXPECT_EQ(preview.w, 40);
+  EXPECT_EQ(preview.h, 24);
   const FitsImage mean = read_fits(tmp / "out.fits");
   ASSERT_EQ(mean.width, 40);
   ASSERT_EQ(mean.height, 24);
@@ -94,6 +101,13 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   const FitsImage mean2 = read_fits(tmp / "out2.fits");
   ASSERT_EQ(mean2.pixels.size(), mean.pixels.size());
   EXPECT_EQ(std::memcmp(mean2.pixels.data(), mean.pixels.data(), mean.pixels.size() * sizeof(double)), 0);
+
+  // A PNG input (its luminance; values in (0, 1], positive for the log transform).
+  std::vector<double> gray(size_t(12 * 20));
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = 0.2 + 0.6 * std::abs(std::sin(0.1 * double(i)));
+  write_png_gray(tmp / "in.png", 12, 20, gray, 16);
+  ASSERT_EQ(gp("sr upscale " + (tmp / "in.png") + " " + (tmp / "png.fits") + common, tmp), 0);
+  EXPECT_EQ(read_fits(tmp / "png.fits").width, 40);
 
   // Bad input: a clear error, a non-zero exit, no output.
   std::string err;

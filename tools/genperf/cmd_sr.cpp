@@ -9,6 +9,7 @@
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
 #include "genperf/fits.h"
+#include "genperf/png.h"
 #include "genperf/progress.h"
 #include "genperf/sr_eval.h"
 #include "genperf/sr_model.h"
@@ -123,7 +124,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   std::vector<std::string> pos;
   while (pos.size() < 2 && 3 + int(pos.size()) < argc && std::strncmp(argv[3 + pos.size()], "--", 2) != 0)
     pos.push_back(argv[3 + pos.size()]);
-  Args a("sr upscale IN.fits OUT.fits",
+  Args a("sr upscale IN.fits|IN.png OUT.fits",
          {{"model", "SR model directory (config.json, model.safetensors)"},
           {"scale", "the factor expected of the model (an error if it was trained for another)", "", false, true},
           kSteps, kSampler, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
@@ -132,10 +133,12 @@ int cmd_sr_upscale(int argc, char** argv) {
          argc, argv, 3 + int(pos.size()));
   if (run_help(a)) return 0;
   apply_common(a);
-  GP_CHECK(pos.size() == 2, "[sr upscale] expected the input and output files first: genperf sr upscale IN.fits OUT.fits [options]");
+  GP_CHECK(pos.size() == 2, "[sr upscale] expected the input and output files first: genperf sr upscale IN.fits|IN.png OUT.fits [options]");
   const std::string in = pos[0], out = pos[1];
   GP_CHECK(out.size() > 5 && (out.ends_with(".fits") || out.ends_with(".fit")), "sr upscale: ", out,
            ": the output must be a .fits file");
+  GP_CHECK(!a.has("preview") || a.str("preview").ends_with(".png"), "sr upscale: ", a.str("preview"),
+           ": the preview must be a .png file");
   sr::UNet<float> net = sr::load_sr_model(a.str("model"));
   const int64_t s = net.config().scale;
   if (a.has("scale"))
@@ -169,7 +172,13 @@ int cmd_sr_upscale(int argc, char** argv) {
   std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
               (long long)lr.w, (long long)lr.h, (long long)up.mean.w, (long long)up.mean.h, (long long)up.tiles,
               (long long)o.samples, (long long)o.sampler.steps, up.flops / 1e9);
-  GP_CHECK(!a.has("preview"), "sr upscale: --preview needs PNG support, which this build lacks");
+  if (a.has("preview")) {
+    // FITS row 1 is the bottom of the image (as ds9 shows it); a PNG starts at the top.
+    std::vector<double> flipped(up.mean.v.size());
+    for (int64_t y = 0; y < up.mean.h; ++y)
+      std::copy_n(up.mean.v.begin() + y * up.mean.w, up.mean.w, flipped.begin() + (up.mean.h - 1 - y) * up.mean.w);
+    write_png_gray(a.str("preview"), up.mean.h, up.mean.w, asinh_stretch(flipped, 0.1), 8);
+  }
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include "genperf/error.h"
 #include "genperf/fits.h"
+#include "genperf/png.h"
 #include "genperf/rng.h"
 #include "genperf/sr.h"
 
@@ -39,7 +40,14 @@ Map read_map(const std::string& path, FitsImage* fits) {
     if (fits) *fits = std::move(img);
     return m;
   }
-  fail("[sr] ", path, ": not a map genperf reads (expected .fits, .fit or .fits.gz)");
+  if (is_png(path)) {
+    const PngImage img = read_png(path);
+    Map m;
+    m.h = img.h, m.w = img.w;
+    m.v = png_luminance(img);
+    return m;
+  }
+  fail("[sr] ", path, ": not a map genperf reads (expected .fits, .fit, .fits.gz or .png)");
 }
 
 std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec) {
