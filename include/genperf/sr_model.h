@@ -18,8 +18,13 @@ namespace genperf::sr {
 struct Units {
   std::string transform = "linear";
   double mean = 0, sd = 1;
+  // The log transform is ln(max(x + offset, floor)): offset 0 for a positive map; for a map with
+  // pixels <= 0 (a photograph's black sky), offset = -min + 0.01 (max - min) of the
+  // low-resolution map; floor (5e-4 min for a positive map, else 1e-6 (max - min)) keeps the
+  // darker pixels of the finer map finite.
+  double offset = 0, floor = 0;
   // From a low-resolution map's valid (finite) pixels; errors name `what` for a map without
-  // valid pixels, a constant map, or a non-positive pixel under the log transform.
+  // valid pixels or a constant map.
   static Units of(const Map& lr, const std::string& transform, const std::string& what);
   double to(double x) const;    // physical -> network units
   double from(double y) const;  // network units -> physical

@@ -224,6 +224,44 @@ int cmd_sr_eval(int argc, char** argv) {
   return 0;
 }
 
+// genperf sr degrade MAP OUT.fits: the low-resolution input of a map by the stated degradation,
+// to try a model on maps whose truth is known.
+int cmd_sr_degrade(int argc, char** argv) {
+  std::vector<std::string> pos;
+  while (pos.size() < 2 && 3 + int(pos.size()) < argc && std::strncmp(argv[3 + pos.size()], "--", 2) != 0)
+    pos.push_back(argv[3 + pos.size()]);
+  Args a("sr degrade MAP OUT.fits",
+         {{"scale", "block-average factor", "4"}, {"blur", "blur sigma in input pixels (-1: 0.5 x scale)", "-1"},
+          {"noise", "noise, a fraction of the output's standard deviation", "0"}, {"seed", "noise seed", "0"},
+          {"truth", "also write the (cropped) input map here, as FITS", "", false, true}},
+         argc, argv, 3 + int(pos.size()));
+  if (run_help(a)) return 0;
+  GP_CHECK(pos.size() == 2, "[sr degrade] expected a map (file or synthetic:...) and an output .fits file first");
+  const auto maps = sr::read_maps(pos[0]);
+  GP_CHECK(maps.size() == 1, "[sr degrade] ", pos[0], " names ", maps.size(), " maps; expected one");
+  sr::Degradation d;
+  d.scale = a.integer("scale"), d.blur_sigma = a.number("blur"), d.noise = a.number("noise");
+  d.seed = uint64_t(a.integer("seed"));
+  GP_CHECK(d.scale >= 1, "[sr degrade] --scale must be positive");
+  // The largest part whose sides divide by the scale.
+  sr::Map hr(maps[0].second.h / d.scale * d.scale, maps[0].second.w / d.scale * d.scale);
+  for (int64_t y = 0; y < hr.h; ++y)
+    for (int64_t x = 0; x < hr.w; ++x) hr.at(y, x) = maps[0].second.at(y, x);
+  auto image = [](const sr::Map& m) {
+    FitsImage img;
+    img.width = m.w, img.height = m.h, img.pixels = m.v, img.bitpix = -64;
+    return img;
+  };
+  FitsProvenance prov;
+  prov.history.push_back("genperf sr degrade: " + g_command);
+  if (a.has("truth")) write_fits(a.str("truth"), {image(hr)}, prov);
+  const sr::Map lr = sr::degrade(hr, d);
+  write_fits(pos[1], {image(lr)}, prov);
+  std::printf("%s: %lld x %lld -> %lld x %lld\n", pos[1].c_str(), (long long)hr.w, (long long)hr.h, (long long)lr.w,
+              (long long)lr.h);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench_sr(int argc, char** argv) {
@@ -279,7 +317,8 @@ int cmd_sr(int argc, char** argv) {
   if (kind == "train") return cmd_sr_train(argc, argv);
   if (kind == "upscale") return cmd_sr_upscale(argc, argv);
   if (kind == "eval") return cmd_sr_eval(argc, argv);
-  std::fputs("usage: genperf sr train|upscale|eval [options]   (each takes --help)\n", stderr);
+  if (kind == "degrade") return cmd_sr_degrade(argc, argv);
+  std::fputs("usage: genperf sr train|upscale|eval|degrade [options]   (each takes --help)\n", stderr);
   return 2;
 }
 

@@ -400,7 +400,7 @@ void usage(FILE* f) {
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n"
       "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n"
-      "  sr train|upscale|eval  diffusion super-resolution of maps (FITS): train, upscale, judge\n",
+      "  sr train|upscale|eval|degrade  diffusion super-resolution of maps (FITS, PNG)\n",
       f);
 }
 

@@ -12,28 +12,37 @@ namespace genperf::sr {
 Units Units::of(const Map& lr, const std::string& transform, const std::string& what) {
   Units u;
   u.transform = transform;
+  double lo = HUGE_VAL, hi = -HUGE_VAL;
+  for (double x : lr.v)
+    if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  GP_CHECK(lo <= hi, "[sr] ", what, ": every pixel is blank (NaN)");
+  GP_CHECK(hi > lo, "[sr] ", what, ": the map is constant");
+  if (transform == "log") {
+    if (lo <= 0) u.offset = -lo + 0.01 * (hi - lo);
+    u.floor = lo > 0 ? 5e-4 * lo : 1e-6 * (hi - lo);
+  }
   double s = 0, ss = 0;
   int64_t n = 0;
   for (double x : lr.v) {
     if (!std::isfinite(x)) continue;
-    GP_CHECK(transform != "log" || x > 0, "[sr] ", what, ": pixel value ", x,
-             " is not positive, and the model's transform is log");
-    const double y = transform == "log" ? std::log(x) : x;
+    const double y = u.to(x);
     s += y, ss += y * y, ++n;
   }
-  GP_CHECK(n > 0, "[sr] ", what, ": every pixel is blank (NaN)");
+  // to() standardized with mean 0, sd 1 so far: these are the transformed values' statistics.
   u.mean = s / double(n);
-  const double var = ss / double(n) - u.mean * u.mean;
-  GP_CHECK(var > 1e-24 * std::max(1.0, u.mean * u.mean), "[sr] ", what, ": the map is constant");
-  u.sd = std::sqrt(var);
+  u.sd = std::sqrt(std::max(0.0, ss / double(n) - u.mean * u.mean));
+  GP_CHECK(u.sd > 1e-12 * std::max(1.0, std::abs(u.mean)), "[sr] ", what, ": the map is constant");
   return u;
 }
 
-double Units::to(double x) const { return ((transform == "log" ? std::log(x) : x) - mean) / sd; }
+double Units::to(double x) const {
+  const double t = transform == "log" ? std::log(std::max(x + offset, floor)) : x;
+  return (t - mean) / sd;
+}
 
 double Units::from(double y) const {
   const double t = y * sd + mean;
-  return transform == "log" ? std::exp(t) : t;
+  return transform == "log" ? std::exp(t) - offset : t;
 }
 
 Map bicubic_up(const Map& m, int64_t scale) {
