@@ -25,9 +25,10 @@ case "${1:-}" in
     if [ "${GENPERF_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch libopenblas0-openmp); fi
     ;;
   data)
-    # Jane Austen's novels (pulls r-base-core for Rscript), the King James Bible, and the two
-    # independent country -> capital sources of the capitals fine-tuning/eval set.
-    packages=(r-cran-janeaustenr bible-kjv kgeography-data miscfiles)
+    # Jane Austen's novels (pulls r-base-core for Rscript), the King James Bible, the two
+    # independent country -> capital sources of the capitals fine-tuning/eval set, and
+    # Stellarium's photographs of dust nebulae (246 MB; scripts/data/nebulae.sh keeps credits).
+    packages=(r-cran-janeaustenr bible-kjv kgeography-data miscfiles stellarium-data)
     ;;
   *) echo "usage: deps.sh [data]" >&2; exit 2 ;;
 esac

@@ -2,7 +2,9 @@
 # The main job on the embedded default model (models/default: 6.8M parameters, trained by genperf
 # itself on Jane Austen and the King James Bible, see scripts/train-default.sh): builds genperf,
 # prepares the held-out evaluation sets from Persuasion (Debian's r-cran-janeaustenr), then runs
-# generation, perplexity, the HellaSwag-style continuation task and the inference benchmark.
+# generation, perplexity, the HellaSwag-style continuation task and the inference benchmark; then
+# the default super-resolution model (models/sr-default, scripts/train-sr-default.sh) upscales a
+# held-out dust field and is judged on held-out fields and real dust photographs.
 #   scripts/run-main.sh [OUT_DIR]     (default: out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +30,14 @@ $gp eval mc --model "$model" --tasks "$out/eval/heldout_mc.jsonl" --json > "$out
 cat "$out/eval-mc.json"
 echo "== inference benchmark"
 $gp bench infer --model "$model" --out "$out/bench-infer.json"
-echo "results in $out/ (eval-ppl.json, eval-mc.json, bench-infer.json)"
+echo "== super-resolution (models/sr-default, 4x): a held-out synthetic dust field, upscaled with 4 samples"
+mkdir -p "$out/sr"
+$gp sr degrade synthetic:1:512:3001:mixed "$out/sr/field_lr.fits" --truth "$out/sr/field_hr.fits"
+$gp sr upscale "$out/sr/field_lr.fits" "$out/sr/field_sr.fits" --model models/sr-default --samples 4 \
+  --preview "$out/sr/field_sr.png"
+echo "== super-resolution metrics, bicubic beside each (held-out synthetic fields; real dust photographs)"
+$gp sr eval --model models/sr-default --data synthetic:4:256:2001:mixed --samples 8 | tee "$out/sr-eval-synthetic.txt"
+photos=$(bash scripts/data/nebulae.sh "$out/sr/nebulae" barnard72 ldn1622)
+$gp sr eval --model models/sr-default --data "$photos" --samples 4 | tee "$out/sr-eval-photos.txt"
+cat "$out/sr/nebulae/CREDITS.txt"
+echo "results in $out/ (eval-ppl.json, eval-mc.json, bench-infer.json, sr/, sr-eval-*.txt)"
