@@ -31,16 +31,6 @@ void reduce_partials(const std::vector<double>& part, int nt, int64_t C, F* out)
     for (int64_t c = 0; c < C; ++c) out[c] += F(part[size_t(t * C + c)]);
 }
 
-// row-major C[M,N] = op(A)·op(B) + beta·C (backend/cpu/gemm.h); trans 'N' or 'T'.
-template <typename F>
-void gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const F* A, int64_t lda, const F* B,
-          int64_t ldb, F beta, F* C, int64_t ldc, const char* what) {
-  if constexpr (std::is_same_v<F, float>)
-    gemm_f32(ta == 'T', tb == 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, what);
-  else
-    gemm_f64(ta == 'T', tb == 'T', M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -241,9 +231,9 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
   if (N == 0 || OC == 0) return;
   if constexpr (std::is_same_v<F, float>) {
     if (bf16) matmul_forward_bf16(out, inp, w, N, IC, OC, *bf16);
-    else gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+    else gemm(false, true, N, OC, IC, F(1), inp, IC, w, IC, F(0), out, OC, "matmul_forward");
   } else {
-    gemm<F>('N', 'T', N, OC, IC, inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+    gemm(false, true, N, OC, IC, F(1), inp, IC, w, IC, F(0), out, OC, "matmul_forward");
   }
   if (!bias) return;
 #pragma omp parallel for num_threads(threads_for(N * OC)) schedule(static)
@@ -263,8 +253,8 @@ void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, cons
     }
   }
   if (!done) {
-    if (dinp) gemm<F>('N', 'N', N, IC, OC, dout, OC, w, IC, F(0), dinp, IC, "matmul_backward");
-    if (dw) gemm<F>('T', 'N', OC, IC, N, dout, OC, inp, IC, F(1), dw, IC, "matmul_backward");
+    if (dinp) gemm(false, false, N, IC, OC, F(1), dout, OC, w, IC, F(0), dinp, IC, "matmul_backward");
+    if (dw) gemm(true, false, OC, IC, N, F(1), dout, OC, inp, IC, F(1), dw, IC, "matmul_backward");
   }
   if (!dbias) return;
   // Threads own column ranges; each sums its columns over the rows in order.
@@ -313,9 +303,9 @@ void lora_forward(F* y, int64_t ldy, F* v, F* xd, const F* x, const F* A, const 
     lora_dropout(xd, x, s, false);
     xin = xd;
   }
-  gemm<F>('N', 'T', s.N, s.r, s.in, xin, s.in, A, s.in, F(0), v, s.r, "lora_forward");
+  gemm(false, true, s.N, s.r, s.in, F(1), xin, s.in, A, s.in, F(0), v, s.r, "lora_forward");
   scale_in_place(v, s.N * s.r, s.scale);
-  gemm<F>('N', 'T', s.N, s.out, s.r, v, s.r, B, s.r, F(1), y, ldy, "lora_forward");
+  gemm(false, true, s.N, s.out, s.r, F(1), v, s.r, B, s.r, F(1), y, ldy, "lora_forward");
 }
 
 // With u = s · xd · A^T = v: dB += dy^T v, dv = s · dy B, dA += dv^T xd, dxd = dv A.
@@ -323,20 +313,20 @@ template <typename F>
 void lora_backward(F* dx, F* dA, F* dB, const F* dy, int64_t ldy, const F* x, const F* v,
                    const F* A, const F* B, F* xd, F* dv, const LoraShape& s) {
   if (s.N == 0) return;
-  gemm<F>('T', 'N', s.out, s.r, s.N, dy, ldy, v, s.r, F(1), dB, s.r, "lora_backward");
-  gemm<F>('N', 'N', s.N, s.r, s.out, dy, ldy, B, s.r, F(0), dv, s.r, "lora_backward");
+  gemm(true, false, s.out, s.r, s.N, F(1), dy, ldy, v, s.r, F(1), dB, s.r, "lora_backward");
+  gemm(false, false, s.N, s.r, s.out, F(1), dy, ldy, B, s.r, F(0), dv, s.r, "lora_backward");
   scale_in_place(dv, s.N * s.r, s.scale);
   const F* xin = x;
   if (s.p > 0) {
     lora_dropout(xd, x, s, false);
     xin = xd;
   }
-  gemm<F>('T', 'N', s.r, s.in, s.N, dv, s.r, xin, s.in, F(1), dA, s.in, "lora_backward");
+  gemm(true, false, s.r, s.in, s.N, F(1), dv, s.r, xin, s.in, F(1), dA, s.in, "lora_backward");
   if (s.p > 0) {
-    gemm<F>('N', 'N', s.N, s.in, s.r, dv, s.r, A, s.in, F(0), xd, s.in, "lora_backward");
+    gemm(false, false, s.N, s.in, s.r, F(1), dv, s.r, A, s.in, F(0), xd, s.in, "lora_backward");
     lora_dropout(dx, xd, s, true);
   } else {
-    gemm<F>('N', 'N', s.N, s.in, s.r, dv, s.r, A, s.in, F(1), dx, s.in, "lora_backward");
+    gemm(false, false, s.N, s.in, s.r, F(1), dv, s.r, A, s.in, F(1), dx, s.in, "lora_backward");
   }
 }
 
