@@ -55,20 +55,27 @@ inline Checks compare(const Arrays& got, const Arrays& want, double tol) {
   return c;
 }
 
-// Central differences of loss() at probed entries of x against grad (tests/ops/test_train_layers).
-inline Check fd_check(const std::string& what, std::vector<double>& x, const std::vector<double>& grad,
-               const std::function<double()>& loss, Rng& r) {
-  double worst = 0, gscale = 0;
-  for (double g : grad) gscale = std::max(gscale, std::fabs(g));
+// Indices to probe: all of them for small tensors, else the ends and a seeded sample.
+inline std::vector<size_t> probe_indices(size_t n, size_t max_probes, Rng& r) {
   std::vector<size_t> idx;
-  if (x.size() <= 32) {
-    for (size_t i = 0; i < x.size(); ++i) idx.push_back(i);
-  } else {
-    idx = {0, x.size() - 1};
-    while (idx.size() < 32) idx.push_back(static_cast<size_t>(r.next() % x.size()));
+  if (n <= max_probes) {
+    for (size_t i = 0; i < n; ++i) idx.push_back(i);
+    return idx;
   }
-  const double h = 1e-5;
-  for (size_t i : idx) {
+  idx = {0, n - 1};
+  while (idx.size() < max_probes) idx.push_back(static_cast<size_t>(r.next() % n));
+  return idx;
+}
+
+// Central differences (loss(x + h e_i) - loss(x - h e_i)) / 2h at probed entries of x against
+// grad: the largest |fd - grad| / (1e-8 + max(|fd|, 1e-3 max |grad|)); loss() reads x. Float64
+// differences with h = 1e-5 are accurate to about 1e-9. The harness's check and the tests' (train_test_util.h).
+inline Check fd_check(const std::string& what, std::vector<double>& x, const std::vector<double>& grad,
+                      const std::function<double()>& loss, Rng& r, size_t max_probes = 32, double h = 1e-5,
+                      double tol = 1e-5) {
+  double worst = x.size() == grad.size() ? 0 : INFINITY, gscale = 0;
+  for (double g : grad) gscale = std::max(gscale, std::fabs(g));
+  for (size_t i : probe_indices(std::min(x.size(), grad.size()), max_probes, r)) {
     const double x0 = x[i];
     x[i] = x0 + h;
     const double lp = loss();
@@ -79,7 +86,7 @@ inline Check fd_check(const std::string& what, std::vector<double>& x, const std
     const double err = std::fabs(fd - grad[i]) / (1e-8 + std::max(std::fabs(fd), 1e-3 * gscale));
     worst = std::max(worst, std::isfinite(err) ? err : INFINITY);
   }
-  return {what, "fd rel", worst, 1e-5};
+  return {what, "fd rel", worst, tol};
 }
 
 // Registers the three cases of a family. Fam: fwd_op, bwd_op, has_fwd(b), has_bwd(b),

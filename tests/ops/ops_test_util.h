@@ -1,6 +1,6 @@
-// Helpers of the op tests: seeded random tensors, strided views with guard values around them,
-// the ISA levels this CPU supports, and the tolerance checks of STYLE.md (elementwise
-// atol + rtol*|ref|; normalized MSE for linear and attention).
+// Helpers of the op tests: the op harness's seeded random tensors, strided views with guard
+// values and error measures; the ISA levels this CPU supports; the tolerance checks of STYLE.md
+// (elementwise atol + rtol*|ref|; normalized MSE for linear and attention).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -12,82 +12,29 @@
 
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
+#include "bench/op_harness_cases.h"
 #include "genperf/tensor.h"
 
 namespace genperf::testing {
 
-// Fills a tensor (any float type, any strides) with normal values times `scale`.
-inline void fill_normal(Tensor& t, Rng& rng, double scale = 1.0) {
-  Tensor f = Tensor::zeros(t.shape());
-  float* p = f.data<float>();
-  for (int64_t i = 0; i < f.numel(); ++i) p[i] = float(rng.normal() * scale);
-  t.copy_from(f);
-}
+// Seeded data, guarded strided views and the error measures are the op harness's own
+// (src/bench/op_harness_cases.h), so that the tests and `genperf test-ops` measure alike.
+using bench::harness::fill_normal;
+using bench::harness::nmse;
+using bench::harness::random_tensor;
+using bench::harness::values;
 
-inline Tensor random_tensor(const std::vector<int64_t>& shape, DType dt, Rng& rng,
-                            double scale = 1.0) {
-  Tensor t = Tensor::zeros(shape, dt);
-  fill_normal(t, rng, scale);
-  return t;
-}
-
-// An f32 [rows, cols] view into a larger buffer: one guard row above and below and `pad` guard
-// columns each side, so the row stride exceeds the row length. Guards hold a sentinel that
-// check_guards() verifies is untouched.
-class Guarded {
+// The harness's guarded view ([rows, cols] f32 inside guard rows and columns), with a gtest check.
+class Guarded : public bench::harness::Guarded {
  public:
-  static constexpr float kSentinel = -7777.25f;
-  Guarded(int64_t rows, int64_t cols, int64_t pad = 3)
-      : buf_(Tensor::zeros({rows + 2, cols + 2 * pad})),
-        view_(buf_.slice(0, 1, rows).slice(1, pad, cols)),
-        rows_(rows),
-        cols_(cols),
-        pad_(pad) {
-    float* p = buf_.data<float>();
-    for (int64_t i = 0; i < buf_.numel(); ++i) p[i] = kSentinel;
-  }
-  Tensor& view() { return view_; }
+  using bench::harness::Guarded::Guarded;
   // A 1-D view of the single row (rows == 1), for the ops' 1-D form.
-  Tensor row_view() const { return view_.view({cols_}); }
+  Tensor row_view() { return view().view({view().size(1)}); }
   void check_guards(const char* what) const {
-    const float* p = buf_.data<float>();
-    const int64_t w = cols_ + 2 * pad_;
-    int64_t bad = 0;
-    for (int64_t r = 0; r < rows_ + 2; ++r)
-      for (int64_t c = 0; c < w; ++c) {
-        const bool inside = r >= 1 && r <= rows_ && c >= pad_ && c < pad_ + cols_;
-        if (!inside && std::memcmp(&p[r * w + c], &kSentinel, 4) != 0) ++bad;
-      }
+    const int64_t bad = guards_overwritten();
     EXPECT_EQ(bad, 0) << what << ": " << bad << " guard values overwritten";
   }
-
- private:
-  Tensor buf_, view_;
-  int64_t rows_, cols_, pad_;
 };
-
-// Values of a 2-D (or 1-D) f32 tensor as doubles, row-major, ignoring strides.
-inline std::vector<double> values(const Tensor& t) {
-  const int64_t rows = t.ndim() == 1 ? 1 : t.size(0), cols = t.size(-1);
-  std::vector<double> v;
-  v.reserve(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = t.ndim() == 1 ? t.data<float>() : t.row<float>(r);
-    for (int64_t c = 0; c < cols; ++c) v.push_back(p[c]);
-  }
-  return v;
-}
-
-// sum (got - ref)^2 / sum ref^2; NaN or Inf in got gives infinity.
-inline double nmse(const std::vector<double>& got, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? num / den : num;
-}
 
 inline double rms(const std::vector<double>& v) {
   double s = 0;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/op_harness_family.h"
 #include "genperf/llama_config.h"
 #include "genperf/rng.h"
 
@@ -27,55 +28,18 @@ std::vector<To> cast(const std::vector<From>& v) {
   return std::vector<To>(v.begin(), v.end());
 }
 
-// max |a - b| / max |b|: an error relative to the tensor's scale, not fooled by tiny entries.
-template <typename A, typename B>
-double rel_error(const A* a, const B* b, size_t n) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-template <typename A, typename B>
-double rel_error(const std::vector<A>& a, const std::vector<B>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  return rel_error(a.data(), b.data(), std::min(a.size(), b.size()));
-}
+// max |a - b| / max |b|: an error relative to the tensor's scale, not fooled by tiny entries (the
+// op harness's measure; infinite for different sizes or a NaN).
+using bench::harness::rel_error;
 
-// Indices to probe: all of them for small tensors, else the ends and a seeded sample.
-inline std::vector<size_t> probe_indices(size_t n, size_t max_probes, Rng& r) {
-  std::vector<size_t> idx;
-  if (n <= max_probes) {
-    for (size_t i = 0; i < n; ++i) idx.push_back(i);
-    return idx;
-  }
-  idx = {0, n - 1};
-  while (idx.size() < max_probes) idx.push_back(size_t(r.next() % n));
-  return idx;
-}
-
-// Compares grad[i] with (loss(x + h e_i) - loss(x - h e_i)) / 2h for probed i; loss() reads x.
-// Float64 central differences with h = 1e-5 are accurate to about 1e-9 here.
+// The op harness's finite-difference check (src/bench/op_harness_family.h) as a gtest expectation.
 inline void check_fd(const std::string& what, std::vector<double>& x, const std::vector<double>& grad,
                      const std::function<double()>& loss, Rng& r, size_t max_probes = 48,
                      double h = 1e-5, double tol = 1e-5) {
   ASSERT_EQ(x.size(), grad.size()) << what;
-  double worst = 0, gscale = 0;
-  for (double g : grad) gscale = std::max(gscale, std::fabs(g));
-  for (size_t i : probe_indices(x.size(), max_probes, r)) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss();
-    x[i] = x0 - h;
-    const double lm = loss();
-    x[i] = x0;
-    const double fd = (lp - lm) / (2 * h);
-    const double err = std::fabs(fd - grad[i]) / (1e-8 + std::max(std::fabs(fd), 1e-3 * gscale));
-    worst = std::max(worst, err);
-    EXPECT_LT(err, tol) << what << " [" << i << "]: analytic " << grad[i] << ", finite difference " << fd;
-  }
-  std::printf("  %-40s max rel. error %.2e\n", what.c_str(), worst);
+  const bench::harness::Check c = bench::harness::fd_check(what, x, grad, loss, r, max_probes, h, tol);
+  EXPECT_LT(c.error, tol) << what << ": largest relative difference from central differences";
+  std::printf("  %-40s max rel. error %.2e\n", what.c_str(), c.error);
 }
 
 inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
