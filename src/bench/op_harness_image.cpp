@@ -263,7 +263,13 @@ void add_image_cases(std::vector<Case>& out) {
                      S{1, 6, 5, 17, 5, 3, 2, 1, "B=1 6x5 IC=17 OC=5 3x3 stride 2"},
                      S{1, 5, 6, 2, 3, 3, 1, 0, "B=1 5x6 IC=2 OC=3 3x3 valid"},
                      S{2, 4, 3, 5, 6, 1, 1, 0, "B=2 4x3 IC=5 OC=6 1x1 (matmul path)"},
-                     S{1, 1, 1, 3, 2, 3, 1, 1, "B=1 1x1 IC=3 OC=2 3x3 same (one pixel)"}}) {
+                     S{1, 1, 1, 3, 2, 3, 1, 1, "B=1 1x1 IC=3 OC=2 3x3 same (one pixel)"},
+                     S{2, 7, 9, 1, 16, 3, 2, 1, "B=2 7x9 IC=1 OC=16 3x3 stride 2 (odd sizes)"},
+                     S{3, 9, 7, 16, 1, 3, 1, 1, "B=3 9x7 IC=16 OC=1 3x3 same (one output channel)"},
+                     S{2, 4, 6, 3, 3, 1, 2, 0, "B=2 4x6 IC=3 OC=3 1x1 stride 2 (right padding -1)"},
+                     S{1, 8, 6, 4, 5, 3, 2, 0, "B=1 8x6 IC=4 OC=5 3x3 stride 2 valid (right padding -1)"},
+                     S{2, 8, 8, 32, 32, 3, 2, 1, "B=2 8x8 IC=32 OC=32 3x3 stride 2 (down-sampling)"},
+                     S{3, 6, 10, 48, 16, 3, 1, 1, "B=3 6x10 IC=48 OC=16 3x3 same (concatenated skip)"}}) {
     ops::ConvShape s;
     s.B = c.B, s.H = c.H, s.W = c.W, s.IC = c.IC, s.OC = c.OC, s.K = c.K, s.stride = c.stride, s.pad = c.pad;
     add_family(out, c.what, Conv2d(s));

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/image_ops.h"
 #include "genperf/error.h"
 #include "genperf/ops_image.h"
 #include "genperf/rng.h"
@@ -193,16 +194,22 @@ ConvShape conv(int64_t B, int64_t H, int64_t W, int64_t IC, int64_t OC, int64_t 
 
 }  // namespace
 
-// 3 x 3 same and strided, valid (no padding), 1 x 1 pointwise (the matmul path) and strided:
+// 3 x 3 same and strided (odd sizes: a bottom and right padding below pad, or negative), valid
+// (no padding), 1 x 1 pointwise (the matmul path) and strided, one input or output channel:
 // forward against the direct sum, backward against finite differences (float64), the float
-// kernel against the float64 one; and an image large enough that the patch matrix is built in
-// several chunks.
+// kernel against the float64 one on both its paths (oneDNN's primitives and im2col), with a
+// second backward that must overwrite dx and add to dw and dbias; and images large enough that
+// the patch matrix is built in several chunks, which span images.
 TEST(ImageOps, Conv2d) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  const ConvShape shapes[] = {conv(2, 5, 7, 3, 4, 3, 1, 1), conv(2, 6, 5, 3, 4, 3, 2, 1), conv(1, 5, 6, 2, 3, 3, 1, 0),
-                              conv(2, 4, 3, 5, 6, 1, 1, 0), conv(1, 5, 5, 4, 2, 1, 2, 0), conv(1, 1, 1, 3, 2, 3, 1, 1)};
+  const bool saved_path = cpu::conv_onednn_enabled();
+  const ConvShape shapes[] = {conv(2, 5, 7, 3, 4, 3, 1, 1),  conv(2, 6, 5, 3, 4, 3, 2, 1),  conv(1, 5, 6, 2, 3, 3, 1, 0),
+                              conv(2, 4, 3, 5, 6, 1, 1, 0),  conv(1, 5, 5, 4, 2, 1, 2, 0),  conv(1, 1, 1, 3, 2, 3, 1, 1),
+                              conv(2, 7, 9, 1, 16, 3, 2, 1), conv(3, 9, 7, 16, 1, 3, 1, 1), conv(2, 4, 6, 3, 3, 1, 2, 0),
+                              conv(1, 8, 6, 4, 5, 3, 2, 0)};
   for (const ConvShape& s : shapes) {
-    const std::string what = "conv2d " + std::to_string(s.H) + "x" + std::to_string(s.W) + " K=" +
+    const std::string what = "conv2d B=" + std::to_string(s.B) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) +
+                             " IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " K=" +
                              std::to_string(s.K) + " stride " + std::to_string(s.stride) + " pad " +
                              std::to_string(s.pad);
     Rng r(kSeed + uint64_t(s.H * 100 + s.K * 10 + s.stride));
@@ -224,37 +231,57 @@ TEST(ImageOps, Conv2d) {
     check_fd(what + " dw", w, dw, loss, r, 24);
     check_fd(what + " dbias", bias, db, loss, r, 8);
     const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
-    std::vector<float> yf(n_out), dxf(x.size()), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
-    conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s);
-    conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s);
-    EXPECT_LT(rel_error(yf, y), 1e-5) << what;
-    EXPECT_LT(rel_error(dxf, dx), 1e-5) << what;
-    EXPECT_LT(rel_error(dwf, dw), 1e-5) << what;
-    EXPECT_LT(rel_error(dbf, db), 1e-5) << what;
+    for (bool onednn : {true, false}) {
+      cpu::set_conv_onednn_enabled(onednn);
+      const std::string path = what + (onednn ? " (oneDNN)" : " (im2col)");
+      std::vector<float> yf(n_out), dxf(x.size(), NAN), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
+      conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s);
+      conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s);
+      EXPECT_LT(rel_error(yf, y), 1e-5) << path;
+      EXPECT_LT(rel_error(dxf, dx), 1e-5) << path;
+      EXPECT_LT(rel_error(dwf, dw), 1e-5) << path;
+      EXPECT_LT(rel_error(dbf, db), 1e-5) << path;
+      const std::vector<float> dx1 = dxf;
+      conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s);
+      std::vector<double> dw2(dw.size()), db2(db.size());
+      for (size_t i = 0; i < dw.size(); ++i) dw2[i] = 2 * dw[i];
+      for (size_t i = 0; i < db.size(); ++i) db2[i] = 2 * db[i];
+      EXPECT_EQ(dxf, dx1) << path << ": dx is overwritten";
+      EXPECT_LT(rel_error(dwf, dw2), 1e-5) << path << ": dw accumulates";
+      EXPECT_LT(rel_error(dbf, db2), 1e-5) << path << ": dbias accumulates";
+    }
   }
   // Chunks: 64 output rows of 128 pixels with 288 weights each make a patch matrix of 19 MB in
-  // float64 (three chunks) and 9 MB in float (two).
-  const ConvShape big = conv(1, 64, 128, 32, 8, 3, 1, 1);
-  Rng r(kSeed);
-  auto x = randn(r, static_cast<size_t>(64 * 128 * 32)), w = randn(r, static_cast<size_t>(8 * big.filter()), 0.2);
-  const std::vector<double> none;
-  const auto want = conv_direct(x, w, none, big);
-  std::vector<double> y(want.size());
-  conv2d_forward(y.data(), x.data(), w.data(), static_cast<const double*>(nullptr), big);
-  EXPECT_LT(rel_error(y, want), 1e-13);
-  std::vector<float> yf(want.size());
-  const auto xf = cast<float>(x), wf = cast<float>(w);
-  conv2d_forward(yf.data(), xf.data(), wf.data(), static_cast<const float*>(nullptr), big);
-  EXPECT_LT(rel_error(yf, want), 1e-5);
-  // Backward in chunks: float against float64 (each already checked on small shapes).
-  auto G = randn(r, want.size());
-  std::vector<double> dx(x.size()), dw(w.size(), 0.0);
-  conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), G.data(), x.data(), w.data(), big);
-  const auto Gf = cast<float>(G);
-  std::vector<float> dxf(x.size()), dwf(w.size(), 0.f);
-  conv2d_backward(dxf.data(), dwf.data(), static_cast<float*>(nullptr), Gf.data(), xf.data(), wf.data(), big);
-  EXPECT_LT(rel_error(dxf, dx), 1e-5);
-  EXPECT_LT(rel_error(dwf, dw), 1e-5);
+  // float64 (three chunks) and 9 MB in float (two); three images of 40 x 72 in chunks of 3600
+  // pixels in float64 and 7272 in float, which end inside an image.
+  for (const ConvShape& big : {conv(1, 64, 128, 32, 8, 3, 1, 1), conv(3, 40, 72, 32, 8, 3, 1, 1)}) {
+    const std::string what = "conv2d B=" + std::to_string(big.B) + " " + std::to_string(big.H) + "x" + std::to_string(big.W);
+    Rng r(kSeed);
+    auto x = randn(r, static_cast<size_t>(big.B * big.H * big.W * big.IC)),
+         w = randn(r, static_cast<size_t>(8 * big.filter()), 0.2);
+    const std::vector<double> none;
+    const auto want = conv_direct(x, w, none, big);
+    std::vector<double> y(want.size());
+    conv2d_forward(y.data(), x.data(), w.data(), static_cast<const double*>(nullptr), big);
+    EXPECT_LT(rel_error(y, want), 1e-13) << what;
+    auto G = randn(r, want.size());
+    std::vector<double> dx(x.size()), dw(w.size(), 0.0);
+    conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), G.data(), x.data(), w.data(), big);
+    const auto xf = cast<float>(x), wf = cast<float>(w), Gf = cast<float>(G);
+    for (bool onednn : {true, false}) {
+      cpu::set_conv_onednn_enabled(onednn);
+      const std::string path = what + (onednn ? " (oneDNN)" : " (im2col)");
+      std::vector<float> yf(want.size());
+      conv2d_forward(yf.data(), xf.data(), wf.data(), static_cast<const float*>(nullptr), big);
+      EXPECT_LT(rel_error(yf, want), 1e-5) << path;
+      // Backward in chunks: float against float64 (each already checked on small shapes).
+      std::vector<float> dxf(x.size()), dwf(w.size(), 0.f);
+      conv2d_backward(dxf.data(), dwf.data(), static_cast<float*>(nullptr), Gf.data(), xf.data(), wf.data(), big);
+      EXPECT_LT(rel_error(dxf, dx), 1e-5) << path;
+      EXPECT_LT(rel_error(dwf, dw), 1e-5) << path;
+    }
+  }
+  cpu::set_conv_onednn_enabled(saved_path);
   // Shapes the op refuses.
   std::vector<float> f(64, 0.f);
   float* p = f.data();
@@ -487,6 +514,45 @@ TEST(ImageOps, Mse) {
   EXPECT_EQ(error_of([&] { mse_forward(f.data(), f.data(), 0); }), "[mse_forward] 0 values: expected at least one");
   EXPECT_NE(error_of([&] { mse_backward(f.data(), f.data(), f.data(), -1, 1.0); }).find("[mse_backward]"),
             std::string::npos);
+}
+
+// The convolution's output and input gradient (what sampling and its chain rule read) and its
+// bias gradient give the same bits at any thread count, on both float paths, at shapes of the SR
+// UNet (its levels, a strided down-sampling, the concatenated skips, one output channel). dw may
+// differ (its sum over pixels is split among the threads).
+TEST(ImageOps, ConvIndependentOfThreadCount) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const bool saved_path = cpu::conv_onednn_enabled();
+  const int saved = num_threads();
+  for (const ConvShape& s : {conv(2, 16, 16, 16, 32, 3, 1, 1), conv(2, 16, 16, 32, 32, 3, 2, 1),
+                             conv(2, 12, 10, 48, 16, 3, 1, 1), conv(3, 9, 7, 16, 1, 3, 1, 1),
+                             conv(2, 7, 9, 2, 16, 3, 1, 1)}) {
+    Rng r(kSeed + uint64_t(s.IC * 100 + s.OC));
+    const auto x = cast<float>(randn(r, size_t(s.B * s.H * s.W * s.IC))),
+               w = cast<float>(randn(r, size_t(s.OC * s.filter()), 0.3)), bias = cast<float>(randn(r, size_t(s.OC)));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    const auto G = cast<float>(randn(r, n_out));
+    for (bool onednn : {true, false}) {
+      cpu::set_conv_onednn_enabled(onednn);
+      const std::string what = "IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " stride " +
+                               std::to_string(s.stride) + (onednn ? " (oneDNN)" : " (im2col)");
+      std::vector<std::vector<float>> y, dx, db;
+      for (int nt : {1, 2, 3, 4}) {
+        set_num_threads(nt);
+        y.emplace_back(n_out), dx.emplace_back(x.size()), db.emplace_back(bias.size(), 0.f);
+        std::vector<float> dw(w.size(), 0.f);
+        conv2d_forward(y.back().data(), x.data(), w.data(), bias.data(), s);
+        conv2d_backward(dx.back().data(), dw.data(), db.back().data(), G.data(), x.data(), w.data(), s);
+      }
+      for (size_t i = 1; i < y.size(); ++i) {
+        EXPECT_EQ(y[i], y[0]) << what << ", threads " << i + 1;
+        EXPECT_EQ(dx[i], dx[0]) << what << ", threads " << i + 1;
+        EXPECT_EQ(db[i], db[0]) << what << ", threads " << i + 1;
+      }
+    }
+  }
+  set_num_threads(saved);
+  cpu::set_conv_onednn_enabled(saved_path);
 }
 
 // The loss and the bias gradient are sums: the same bits with one thread as with several.

@@ -21,6 +21,13 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, doubl
               const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
               int64_t ldc);
 
+// The same on the calling thread alone (oneDNN's sgemm at one thread), for callers that split
+// C's rows among threads themselves: its bits do not depend on genperf's thread count, where
+// gemm_f32's may (oneDNN splits the sums by the thread count; at the AVX2 level the bits change).
+void gemm_f32_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc, const char* what);
+
 // Both float types under one name, for kernels templated on the float type.
 inline void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
@@ -31,6 +38,16 @@ inline void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, do
                  const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
                  int64_t ldc, const char*) {
   gemm_f64(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                        int64_t ldc, const char* what) {
+  gemm_f32_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, what);
+}
+inline void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                        const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
+                        double* C, int64_t ldc, const char*) {
+  gemm_f64(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // one thread already
 }
 
 // Mixed precision: C = (accumulate ? C : 0) + op(A) · op(B) with bf16 operands and products

@@ -13,6 +13,7 @@
 // matmul primitives (the sum post-op gives C += A·B, which weight gradients and blocked input
 // gradients need). Primitives are created once per shape and strides and kept in one cache.
 // oneDNN runs on OpenMP; its thread count is set to genperf::num_threads() before each call.
+// The engine and that execution are shared with the convolutions (onednn.h, conv_onednn.cpp).
 #include <omp.h>
 
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/onednn.h"
 #include "genperf/error.h"
 #include "genperf/runtime.h"
 #include "ops/checks.h"
@@ -39,19 +41,7 @@ namespace {
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-// The engine; on first use oneDNN's own ISA is capped by GENPERF_ISA (as genperf's kernels are),
-// so that GENPERF_ISA=avx2 runs the whole engine as on an AVX2-only machine.
-dnnl::engine& engine() {
-  static dnnl::engine e = [] {
-    if (const char* s = std::getenv("GENPERF_ISA")) {
-      if (!std::strcmp(s, "avx2")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
-      if (!std::strcmp(s, "avxvnni")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
-      if (!std::strcmp(s, "generic")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
-    }
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
-  return e;
-}
+dnnl::engine& engine() { return onednn_engine(); }
 
 // Shape, strides (elements) and types of one matmul: dst[M, N] (+)= src[M, K] · wei[K, N]
 // (+ bias). src and wei are described by both strides, so that either may be a transposed view
@@ -87,7 +77,7 @@ Matmul make_matmul(const MatmulKey& k) {
   try {
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(k.src(), k.wei(), k.bias_desc(), k.dst()), attr, engine());
-    return {dnnl::matmul(pd), std::strncmp(pd.impl_info_str(), "ref", 3) == 0, ""};
+    return {dnnl::matmul(pd), onednn_is_reference(pd), ""};
   } catch (const dnnl::error& e) { return {std::nullopt, false, e.what()}; }
 }
 
@@ -106,16 +96,13 @@ Matmul cached_matmul(const MatmulKey& key) {
 
 void execute(const dnnl::matmul& prim, const MatmulKey& k, const void* src, const void* wei,
              const float* bias, float* dst) {
-  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
   auto& e = engine();
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory(k.src(), e, const_cast<void*>(src))},
       {DNNL_ARG_WEIGHTS, dnnl::memory(k.wei(), e, const_cast<void*>(wei))},
       {DNNL_ARG_DST, dnnl::memory(k.dst(), e, dst)}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(k.bias_desc(), e, const_cast<float*>(bias)));
-  thread_local dnnl::stream stream(e);
-  prim.execute(stream, args);
-  stream.wait();
+  onednn_execute(prim, args);
 }
 
 // y = x · w^T (+ bias) with a cached primitive; returns false when there is none for the types
@@ -235,6 +222,33 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
 
 }  // namespace
 
+dnnl::engine& onednn_engine() {
+  static dnnl::engine e = [] {
+    if (const char* s = std::getenv("GENPERF_ISA")) {
+      if (!std::strcmp(s, "avx2")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      if (!std::strcmp(s, "avxvnni")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
+      if (!std::strcmp(s, "generic")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
+    }
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return e;
+}
+
+void onednn_set_threads() {
+  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+}
+
+void onednn_execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+  onednn_set_threads();
+  thread_local dnnl::stream stream(onednn_engine());
+  prim.execute(stream, args);
+  stream.wait();
+}
+
+bool onednn_is_reference(const dnnl::primitive_desc_base& pd) {
+  return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
+}
+
 void round_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols, uint16_t* dst) {
   const auto conv = kernels().f32_to_bf16;
   const int nt = rows * cols >= (int64_t(1) << 16) ? num_threads() : 1;
@@ -246,9 +260,22 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
               int64_t ldc, const char* what) {
   engine();  // applies the ISA cap before any other oneDNN call
-  if (omp_get_max_threads() != num_threads()) omp_set_num_threads(num_threads());
+  onednn_set_threads();
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
                                       lda, B, ldb, beta, C, ldc);
+  GP_CHECK(st == dnnl_success, "[", what, "] oneDNN sgemm failed (status ", int(st), ") for M ", M,
+           ", N ", N, ", K ", K);
+}
+
+void gemm_f32_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc, const char* what) {
+  engine();  // applies the ISA cap before any other oneDNN call
+  const int saved = omp_get_max_threads();  // of this task: restored for whatever runs next
+  omp_set_num_threads(1);
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc);
+  omp_set_num_threads(saved);
   GP_CHECK(st == dnnl_success, "[", what, "] oneDNN sgemm failed (status ", int(st), ") for M ", M,
            ", N ", N, ", K ", K);
 }

@@ -1,15 +1,22 @@
-// The CPU kernel of 2-D convolution (genperf/ops_image.h): im2col and the backend's GEMM
-// (gemm.h: oneDNN's sgemm for float, a scalar loop for the float64 reference). A 1 x 1 kernel of
-// stride 1 is a matmul over the pixels, with no copy. Otherwise the output pixels are taken in
-// chunks whose patch matrix col [pixels, K*K*IC] stays near kColBytes, so memory does not grow
-// with the image:
+// The CPU kernel of 2-D convolution (genperf/ops_image.h). Floats run on oneDNN's convolution
+// primitives (conv_onednn.cpp) where oneDNN has a JIT or GEMM implementation for the shape; the
+// rest, and float64 (the reference), run here on the backend's GEMM (gemm.h: oneDNN's sgemm for
+// float, a scalar loop for float64). A 1 x 1 kernel of stride 1 is a matmul over the pixels,
+// with no copy. Otherwise the output pixels of the whole batch, in order, are taken in chunks
+// whose patch matrix col [pixels, K*K*IC] (im2col) stays near kColBytes, in the calling thread's
+// buffer; a chunk may span images, so that small images make one larger product:
 //   forward   out[chunk] = col · w^T + bias
 //   backward  dw += dout[chunk]^T · col,  dcol = dout[chunk] · w, dx += col2im(dcol).
-// col2im adds each patch element back to its input pixel; threads own disjoint input channels,
-// so the sums run in one order for any thread count.
+// Thread counts: products whose rows are output pixels (out, dcol, the pointwise dx) run in
+// fixed tiles of kTileRows rows, each on one thread (oneDNN's threaded sgemm splits its sums by
+// the thread count, and at the AVX2 level its bits change with it); col2im adds each patch
+// element back to its input pixel, threads owning disjoint input channels; dbias is summed here
+// for both paths in fixed chunks of rows. So out, dx and dbias have the same bits for any thread
+// count; dw (a sum over pixels, oneDNN's threaded sgemm) is the same run to run at one count.
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -21,8 +28,10 @@ namespace {
 
 using ops::ConvShape;
 constexpr int64_t kColBytes = int64_t(8) << 20;
+constexpr int64_t kBiasRows = 512;  // rows per partial sum of dbias (fixed: thread-count free)
+constexpr int64_t kTileRows = 128;  // rows per single-threaded GEMM of gemm_rows
 
-// Output pixels per chunk: whole output rows of one image, at least one.
+// Output pixels per chunk: whole output rows, at least one.
 int64_t chunk_pixels(const ConvShape& s, size_t elem) {
   const int64_t row = s.Wo() * s.filter() * int64_t(elem);
   return std::max<int64_t>(1, kColBytes / std::max<int64_t>(row, 1)) * s.Wo();
@@ -30,13 +39,26 @@ int64_t chunk_pixels(const ConvShape& s, size_t elem) {
 
 bool pointwise(const ConvShape& s) { return s.K == 1 && s.stride == 1 && s.pad == 0; }
 
-// col[p, (ky, kx, c)] for output pixels p0 .. p0 + n of image b (zero outside the image).
+// The calling thread's patch matrix of at least n values, kept between calls and only grown (a
+// fresh one per call is zeroed and faulted in: 8 MiB per conv); valid until its next call.
 template <typename F>
-void im2col(const F* x, const ConvShape& s, int64_t b, int64_t p0, int64_t n, F* col) {
-  const int64_t Wo = s.Wo(), KC = s.K * s.IC;
+F* col_buffer(size_t n) {
+  thread_local std::vector<F> buf;
+  if (buf.size() < n) {
+    buf.clear();  // no copy of the old contents on growth
+    buf.resize(n);
+  }
+  return buf.data();
+}
+
+// col[i, (ky, kx, c)] for the output pixels q0 .. q0 + n of the batch (pixel q of image q / P,
+// P = Ho Wo); zero outside the image.
+template <typename F>
+void im2col(const F* x, const ConvShape& s, int64_t q0, int64_t n, F* col) {
+  const int64_t Wo = s.Wo(), P = s.Ho() * Wo, KC = s.K * s.IC;
 #pragma omp parallel for num_threads(n * s.filter() >= (1 << 15) ? num_threads() : 1) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t oy = (p0 + i) / Wo, ox = (p0 + i) % Wo;
+    const int64_t q = q0 + i, b = q / P, oy = q % P / Wo, ox = q % Wo;
     F* row = col + i * s.filter();
     for (int64_t ky = 0; ky < s.K; ++ky) {
       const int64_t y = oy * s.stride - s.pad + ky;
@@ -56,17 +78,18 @@ void im2col(const F* x, const ConvShape& s, int64_t b, int64_t p0, int64_t n, F*
   }
 }
 
-// dx[b] += col2im(dcol) for output pixels p0 .. p0 + n; threads split the input channels.
+// dx += col2im(dcol) for the output pixels q0 .. q0 + n of the batch; threads split the input
+// channels.
 template <typename F>
-void col2im_add(const F* dcol, const ConvShape& s, int64_t b, int64_t p0, int64_t n, F* dx) {
-  const int64_t Wo = s.Wo(), KC = s.K * s.IC;
+void col2im_add(const F* dcol, const ConvShape& s, int64_t q0, int64_t n, F* dx) {
+  const int64_t Wo = s.Wo(), P = s.Ho() * Wo, KC = s.K * s.IC;
   const int nt = n * s.filter() >= (1 << 15) && s.IC >= 16 ? num_threads() : 1;
 #pragma omp parallel num_threads(nt)
   {
     const int id = omp_get_thread_num(), tn = omp_get_num_threads();
     const int64_t c0 = s.IC * id / tn, c1 = s.IC * (id + 1) / tn;
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t oy = (p0 + i) / Wo, ox = (p0 + i) % Wo;
+      const int64_t q = q0 + i, b = q / P, oy = q % P / Wo, ox = q % Wo;
       const F* row = dcol + i * s.filter();
       for (int64_t ky = 0; ky < s.K; ++ky) {
         const int64_t y = oy * s.stride - s.pad + ky;
@@ -83,6 +106,20 @@ void col2im_add(const F* dcol, const ConvShape& s, int64_t b, int64_t p0, int64_
   }
 }
 
+// C[rows, N] = A[rows, K] · op(B), A and C contiguous: fixed tiles of kTileRows rows in
+// parallel, each a GEMM on one thread, so that a row's sums run in one order for any thread count.
+template <typename F>
+void gemm_rows(bool trans_b, int64_t rows, int64_t N, int64_t K, const F* A, const F* B, int64_t ldb, F* C,
+               const char* what) {
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+#pragma omp parallel for num_threads(tiles > 1 ? num_threads() : 1) schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t r0 = t * kTileRows;
+    gemm_serial(false, trans_b, std::min(kTileRows, rows - r0), N, K, F(1), A + r0 * K, K, B, ldb, F(0),
+                C + r0 * N, N, what);
+  }
+}
+
 template <typename F>
 void add_bias(F* out, const F* bias, int64_t rows, int64_t OC) {
 #pragma omp parallel for num_threads(rows * OC >= (1 << 15) ? num_threads() : 1) schedule(static)
@@ -90,57 +127,79 @@ void add_bias(F* out, const F* bias, int64_t rows, int64_t OC) {
     for (int64_t o = 0; o < OC; ++o) out[r * OC + o] += bias[o];
 }
 
+// dbias += the column sums of dout [rows, OC]: chunks of kBiasRows rows summed in double in
+// parallel, their partial sums then added in chunk order, so the bits do not depend on the
+// thread count.
+template <typename F>
+void add_column_sums(F* dbias, const F* dout, int64_t rows, int64_t OC) {
+  const int64_t chunks = (rows + kBiasRows - 1) / kBiasRows;
+  std::vector<double> part(size_t(chunks * OC));
+#pragma omp parallel for num_threads(rows * OC >= (1 << 15) ? num_threads() : 1) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double* p = part.data() + c * OC;
+    for (int64_t r = c * kBiasRows; r < std::min(rows, (c + 1) * kBiasRows); ++r)
+      for (int64_t o = 0; o < OC; ++o) p[o] += double(dout[r * OC + o]);
+  }
+  for (int64_t o = 0; o < OC; ++o) {
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; ++c) sum += part[size_t(c * OC + o)];
+    dbias[o] += F(sum);
+  }
+}
+
 }  // namespace
 
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
-  const int64_t P = s.Ho() * s.Wo(), KK = s.filter();
-  if (pointwise(s)) {
-    gemm(false, true, s.B * P, s.OC, KK, F(1), x, KK, w, KK, F(0), out, s.OC, "conv2d_forward");
-  } else {
-    const int64_t chunk = chunk_pixels(s, sizeof(F));
-    std::vector<F> col(size_t(std::min(chunk, P) * KK));
-    for (int64_t b = 0; b < s.B; ++b)
-      for (int64_t p0 = 0; p0 < P; p0 += chunk) {
-        const int64_t n = std::min(chunk, P - p0);
-        im2col(x, s, b, p0, n, col.data());
-        gemm(false, true, n, s.OC, KK, F(1), col.data(), KK, w, KK, F(0), out + (b * P + p0) * s.OC, s.OC,
-             "conv2d_forward");
-      }
+  if constexpr (std::is_same_v<F, float>) {
+    if (conv_onednn_enabled() && conv2d_forward_onednn(out, x, w, bias, s)) return;
   }
-  if (bias) add_bias(out, bias, s.B * P, s.OC);
+  const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
+  if (pointwise(s)) {
+    gemm_rows(true, rows, s.OC, KK, x, w, KK, out, "conv2d_forward");
+  } else {
+    const int64_t chunk = std::min(chunk_pixels(s, sizeof(F)), rows);
+    F* col = col_buffer<F>(size_t(chunk * KK));
+    for (int64_t q0 = 0; q0 < rows; q0 += chunk) {
+      const int64_t n = std::min(chunk, rows - q0);
+      im2col(x, s, q0, n, col);
+      gemm_rows(true, n, s.OC, KK, col, w, KK, out + q0 * s.OC, "conv2d_forward");
+    }
+  }
+  if (bias) add_bias(out, bias, rows, s.OC);
 }
 
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w, const ConvShape& s) {
-  const int64_t P = s.Ho() * s.Wo(), KK = s.filter(), rows = s.B * P;
-  if (dbias) {  // column sums in double, rows in order
-    std::vector<double> sum(size_t(s.OC), 0.0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < s.OC; ++o) sum[size_t(o)] += double(dout[r * s.OC + o]);
-    for (int64_t o = 0; o < s.OC; ++o) dbias[o] += F(sum[size_t(o)]);
+  const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
+  if (dbias) add_column_sums(dbias, dout, rows, s.OC);
+  if constexpr (std::is_same_v<F, float>) {
+    if (conv_onednn_enabled()) {
+      if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
+      if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
+    }
   }
+  if (!dx && !dw) return;
   if (pointwise(s)) {
     if (dw) gemm(true, false, s.OC, KK, rows, F(1), dout, s.OC, x, KK, F(1), dw, KK, "conv2d_backward");
-    if (dx) gemm(false, false, rows, KK, s.OC, F(1), dout, s.OC, w, KK, F(0), dx, KK, "conv2d_backward");
+    if (dx) gemm_rows(false, rows, KK, s.OC, dout, w, KK, dx, "conv2d_backward");
     return;
   }
   if (dx) std::fill_n(dx, s.B * s.H * s.W * s.IC, F(0));
-  const int64_t chunk = chunk_pixels(s, sizeof(F));
-  std::vector<F> col(size_t(std::min(chunk, P) * KK));
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t p0 = 0; p0 < P; p0 += chunk) {
-      const int64_t n = std::min(chunk, P - p0);
-      const F* g = dout + (b * P + p0) * s.OC;
-      if (dw) {
-        im2col(x, s, b, p0, n, col.data());
-        gemm(true, false, s.OC, KK, n, F(1), g, s.OC, col.data(), KK, F(1), dw, KK, "conv2d_backward");
-      }
-      if (dx) {
-        gemm(false, false, n, KK, s.OC, F(1), g, s.OC, w, KK, F(0), col.data(), KK, "conv2d_backward");
-        col2im_add(col.data(), s, b, p0, n, dx);
-      }
+  const int64_t chunk = std::min(chunk_pixels(s, sizeof(F)), rows);
+  F* col = col_buffer<F>(size_t(chunk * KK));
+  for (int64_t q0 = 0; q0 < rows; q0 += chunk) {
+    const int64_t n = std::min(chunk, rows - q0);
+    const F* g = dout + q0 * s.OC;
+    if (dw) {
+      im2col(x, s, q0, n, col);
+      gemm(true, false, s.OC, KK, n, F(1), g, s.OC, col, KK, F(1), dw, KK, "conv2d_backward");
     }
+    if (dx) {
+      gemm_rows(false, n, KK, s.OC, g, w, KK, col, "conv2d_backward");
+      col2im_add(col, s, q0, n, dx);
+    }
+  }
 }
 
 template void conv2d_forward<float>(float*, const float*, const float*, const float*, const ConvShape&);

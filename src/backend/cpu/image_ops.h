@@ -1,6 +1,7 @@
 // The CPU kernels of the image ops (genperf/ops_image.h): the entries of the CPU backend's
 // training table (float) and the float64 reference (double). Same arguments as ops::X without
-// the device; OpenMP over images, groups and rows, results independent of the thread count.
+// the device; OpenMP over images, groups and rows, results independent of the thread count
+// (but for conv2d's dw, which is the same from run to run at one thread count).
 #pragma once
 #include <cstdint>
 
@@ -13,6 +14,17 @@ void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ops::Co
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
                      const ops::ConvShape& s);
+// The float convolution on oneDNN's primitives (conv_onednn.cpp), which conv2d_* call first:
+// forward out = (with bias when not null), backward dx = and dw +=. Each returns false where
+// oneDNN offers only its reference implementation or fails for the shape; the caller then runs
+// its own im2col path, and reads nothing the failed call wrote.
+// Whether conv2d_* try oneDNN's primitives first: true unless the environment has
+// GENPERF_CONV=im2col at the first call; tests set it to check the im2col path of floats too.
+bool conv_onednn_enabled();
+void set_conv_onednn_enabled(bool on);
+bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
+bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
+bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);

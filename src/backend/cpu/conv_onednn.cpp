@@ -1,0 +1,216 @@
+// 2-D convolution of floats on oneDNN's convolution primitives (image_ops.h, conv2d_*_onednn), on
+// the op's layouts: activations [B, H, W, C] are oneDNN's dims {B, C, H, W} in format nhwc,
+// weights [OC, K, K, IC] are {OC, IC, K, K} in format ohwi. Each primitive chooses its weights'
+// format (format_tag::any: a blocked one for the JIT kernels); our weights are reordered into it
+// in the calling thread's buffer at each call (they change at every training step), and diff
+// weights are reordered back to ohwi and added. Padding: top and left = pad, bottom and right
+// = (Ho - 1) stride + K - H - pad, which is less than pad where the stride does not divide (and
+// negative where it skips the last rows: those shapes run on im2col, see make_conv).
+// Primitives are created once per shape, pass and thread count (oneDNN sizes its blocking by the
+// thread count it is created at) and kept in one cache.
+// Each function returns false where oneDNN offers only its reference implementation for the shape
+// or fails; the caller then runs its im2col path (image_conv.cpp), and nothing this one wrote is
+// read: out and dx are overwritten there, dw is added to only after oneDNN succeeded.
+// Thread counts: forward and backward data give the same bits at any thread count (each output
+// element is summed by one thread, over (ky, kx, ic) in an order the blocking keeps), so sampled
+// images do not depend on it: checked on the UNet's shapes at 1 to 64 threads with the AVX-512,
+// AVX2 and SSE4.1 kernels, and by ImageOps.ConvIndependentOfThreadCount. Backward weights splits
+// its sum over pixels among the threads: dw depends on the thread count, and is the same from run
+// to run at one count (training is reproducible at a fixed thread count).
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/image_ops.h"
+#include "backend/cpu/onednn.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cpu {
+namespace {
+
+using ops::ConvShape;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+enum class Pass { Forward, BackwardData, BackwardWeights };
+
+struct ConvKey {
+  int64_t B, H, W, IC, OC, K, stride, pad;
+  int threads;
+  Pass pass;
+  bool bias;  // forward only: the backward bias is summed by the caller
+  auto operator<=>(const ConvKey&) const = default;
+};
+
+// A primitive and its weights (or diff weights) format, with the reorder between that format and
+// ohwi (none when the primitive takes ohwi); no primitive (with oneDNN's reason) where oneDNN
+// offers none but its reference implementation.
+struct Conv {
+  std::optional<dnnl::primitive> prim;
+  dnnl::memory::desc wei;
+  std::optional<dnnl::reorder> reorder;
+  std::string why;
+};
+
+dnnl::memory::desc activations(int64_t B, int64_t C, int64_t H, int64_t W) {
+  return {{B, C, H, W}, dt::f32, tag::nhwc};
+}
+dnnl::memory::desc weights(const ConvKey& k, tag t) { return {{k.OC, k.IC, k.K, k.K}, dt::f32, t}; }
+
+Conv make_conv(const ConvKey& k) {
+  const ConvShape s{k.B, k.H, k.W, k.IC, k.OC, k.K, k.stride, k.pad};
+  const int64_t Ho = s.Ho(), Wo = s.Wo();
+  const dnnl::memory::dims strides{k.stride, k.stride}, pad_l{k.pad, k.pad},
+      pad_r{(Ho - 1) * k.stride + k.K - k.H - k.pad, (Wo - 1) * k.stride + k.K - k.W - k.pad};
+  const auto src = activations(k.B, k.IC, k.H, k.W), dst = activations(k.B, k.OC, Ho, Wo);
+  const auto any = weights(k, tag::any), ohwi = weights(k, tag::ohwi);
+  const auto bias = k.bias ? dnnl::memory::desc({k.OC}, dt::f32, tag::x) : dnnl::memory::desc();
+  // A negative right padding (the stride skips the last rows or columns) is left to im2col:
+  // oneDNN 2.6's jit_1x1:avx2 backward weights read past the image there (1 x 1, stride 2 on a
+  // 4 x 6 image: dw wrong by 10-50%, and different from run to run).
+  if (pad_r[0] < 0 || pad_r[1] < 0) return {std::nullopt, {}, std::nullopt, "negative right padding"};
+  auto& e = onednn_engine();
+  try {
+    const dnnl::convolution_forward::primitive_desc fwd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        src, any, bias, dst, strides, pad_l, pad_r),
+        e);
+    Conv c;
+    if (k.pass == Pass::Forward) {
+      if (onednn_is_reference(fwd)) return {std::nullopt, {}, std::nullopt, fwd.impl_info_str()};
+      c.prim = dnnl::convolution_forward(fwd), c.wei = fwd.weights_desc();
+    } else if (k.pass == Pass::BackwardData) {
+      const dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any, dst, strides,
+                                                pad_l, pad_r),
+          e, fwd);
+      if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
+      c.prim = dnnl::convolution_backward_data(pd), c.wei = pd.weights_desc();
+    } else {
+      const dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any,
+                                                   dnnl::memory::desc(), dst, strides, pad_l, pad_r),
+          e, fwd);
+      if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
+      c.prim = dnnl::convolution_backward_weights(pd), c.wei = pd.diff_weights_desc();
+    }
+    if (c.wei != ohwi) {
+      const bool into_prim = k.pass != Pass::BackwardWeights;
+      c.reorder = dnnl::reorder(into_prim ? dnnl::reorder::primitive_desc(e, ohwi, e, c.wei)
+                                          : dnnl::reorder::primitive_desc(e, c.wei, e, ohwi));
+    }
+    return c;
+  } catch (const dnnl::error& err) { return {std::nullopt, {}, std::nullopt, err.what()}; }
+}
+
+ConvKey key_of(const ConvShape& s, Pass pass, bool bias) {
+  return {s.B, s.H, s.W, s.IC, s.OC, s.K, s.stride, s.pad, num_threads(), pass, bias};
+}
+
+// The cached primitive of key (created at key.threads = genperf::num_threads(), set for oneDNN).
+Conv cached_conv(const ConvKey& key) {
+  onednn_engine();  // applies the ISA cap before any other oneDNN call
+  onednn_set_threads();
+  static std::mutex mu;
+  static std::map<ConvKey, Conv> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();  // bounds memory when image sizes vary widely
+    it = cache.emplace(key, make_conv(key)).first;
+  }
+  return it->second;
+}
+
+// The calling thread's buffer of at least n floats, one per slot, kept between calls and only
+// grown (a fresh one per call is zeroed and faulted in); valid until the thread's next call.
+float* thread_buffer(int slot, size_t n) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[slot];
+  if (b.size() < n) {
+    b.clear();  // no copy of the old contents on growth
+    b.resize(n);
+  }
+  return b.data();
+}
+
+dnnl::memory user(const dnnl::memory::desc& d, const void* p) {
+  return dnnl::memory(d, onednn_engine(), const_cast<void*>(p));
+}
+
+// w (ohwi) in the primitive's weights format: w itself, or its reorder in the thread's buffer.
+const float* prim_weights(const Conv& c, const ConvKey& k, const float* w) {
+  if (!c.reorder) return w;
+  float* buf = thread_buffer(0, c.wei.get_size() / sizeof(float));
+  onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(weights(k, tag::ohwi), w)}, {DNNL_ARG_TO, user(c.wei, buf)}});
+  return buf;
+}
+
+std::atomic<bool>& onednn_enabled() {
+  static std::atomic<bool> on = [] {
+    const char* e = std::getenv("GENPERF_CONV");
+    return !(e && std::string_view(e) == "im2col");
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool conv_onednn_enabled() { return onednn_enabled().load(std::memory_order_relaxed); }
+void set_conv_onednn_enabled(bool on) { onednn_enabled().store(on, std::memory_order_relaxed); }
+
+bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
+  const ConvKey k = key_of(s, Pass::Forward, bias != nullptr);
+  const Conv c = cached_conv(k);
+  if (!c.prim) return false;
+  try {
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
+        {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
+        {DNNL_ARG_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), out)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, user(dnnl::memory::desc({s.OC}, dt::f32, tag::x), bias));
+    onednn_execute(*c.prim, args);
+  } catch (const dnnl::error&) { return false; }
+  return true;
+}
+
+bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ConvShape& s) {
+  const ConvKey k = key_of(s, Pass::BackwardData, false);
+  const Conv c = cached_conv(k);
+  if (!c.prim) return false;
+  try {
+    onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+                             {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
+                             {DNNL_ARG_DIFF_SRC, user(activations(s.B, s.IC, s.H, s.W), dx)}});
+  } catch (const dnnl::error&) { return false; }
+  return true;
+}
+
+bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ConvShape& s) {
+  const ConvKey k = key_of(s, Pass::BackwardWeights, false);
+  const Conv c = cached_conv(k);
+  if (!c.prim) return false;
+  const int64_t n = s.OC * s.filter();
+  float* g = thread_buffer(1, size_t(n));  // diff weights in ohwi
+  try {
+    float* gp = c.reorder ? thread_buffer(0, c.wei.get_size() / sizeof(float)) : g;
+    onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
+                             {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+                             {DNNL_ARG_DIFF_WEIGHTS, user(c.wei, gp)}});
+    if (c.reorder)
+      onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(c.wei, gp)}, {DNNL_ARG_TO, user(weights(k, tag::ohwi), g)}});
+  } catch (const dnnl::error&) { return false; }
+#pragma omp parallel for num_threads(n >= (1 << 16) ? num_threads() : 1) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dw[i] += g[i];
+  return true;
+}
+
+}  // namespace genperf::cpu
