@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "genperf/json.h"
 #include "genperf/llama_config.h"
 #include "genperf/ops.h"
 #include "genperf/tensor.h"
@@ -18,10 +19,18 @@ namespace genperf {
 struct Checkpoint {
   std::string source;                     // the directory or file it came from
   std::string format;                     // "hf" or "gguf"
+  // The architecture (config.json's architectures[0]) and the family that owns it
+  // (genperf/model_family.h) parse the config. config_json is the config as read from a HF
+  // directory; config is the Llama family's parsed config (empty for other families).
+  std::string architecture;
+  Json config_json;
   LlamaConfig config;
   RopeStyle rope_style = RopeStyle::Neox;  // Interleaved for GGUF `llama` files
   std::map<std::string, Tensor> tensors;  // Hugging Face names, e.g. model.layers.0.self_attn.q_proj.weight
   std::unique_ptr<Tokenizer> tokenizer;   // null when the checkpoint has none
+
+  // The architecture: `architecture`, or the Llama config's for checkpoints built in code.
+  const std::string& arch() const { return architecture.empty() ? config.architecture : architecture; }
 };
 
 // Reads config.json into a LlamaConfig (architecture LlamaForCausalLM, MistralForCausalLM or

@@ -24,31 +24,62 @@
 namespace genperf {
 
 // ---------------------------------------------------------------------------------------------
-// Calibration: the reference model's next-token distributions on calibration windows, computed
-// once and shared by every measurement (sensitivity entries and the achieved KL of a plan).
-//
-// Windows follow eval.h's perplexity(): the text is tokenized without BOS, cut into windows of
-// ctx tokens, each fed as [BOS] + window[:-1] with every window token scored (without a BOS the
-// first token is context only). The text must hold at least one whole window (and max_tokens
-// tokens when given); a shorter last window is scored too.
+// Calibration: a reference model's outputs on calibration data, computed once and shared by
+// every measurement (sensitivity entries, and the achieved divergence of a plan). Each model
+// family has its own (make_calibration):
+//  - Llama: KL of next-token distributions on text windows (CalibrationReference). Windows
+//    follow eval.h's perplexity(): the text is tokenized without BOS, cut into windows of ctx
+//    tokens, each fed as [BOS] + window[:-1] with every window token scored (without a BOS the
+//    first token is context only). The text must hold at least one whole window (and
+//    max_tokens tokens when given); a shorter last window is scored too.
+//  - the SR UNet: the relative squared error of the network's prediction on noised crops of
+//    calibration maps (src/quant/sr_calibration.cpp).
 struct CalibrationOptions {
   int64_t ctx = 256;
   int64_t max_tokens = 0;  // 0: every token of the text; else the first max_tokens (the text must have them)
+  // SR models: crops of crop x crop high-resolution pixels, each at its own diffusion step and
+  // noise (drawn from seed), taken from the calibration maps in turn.
+  int64_t crops = 16, crop = 64;
+  uint64_t seed = 1;
   std::string source = "<calibration text>";  // the file name, for error messages
   bool progress = false;
 };
 
-// KL(P_ref || P_model) per scored token and the losses, on the calibration windows.
+// A variant's divergence from the reference on the calibration data, in the calibration's
+// metric: KL(P_ref || P_model) per scored token (metric "kl"), or the squared error of the
+// prediction over the reference's squared norm (metric "rel_mse").
 struct CalibrationScore {
-  double kl = 0;          // mean KL, nats per token
-  double kl_max = 0;      // largest per-token KL
-  double nll = 0;         // model's mean NLL (nats)
+  double kl = 0;          // mean divergence (KL in nats per token, or relative squared error)
+  double kl_max = 0;      // largest per-token KL (rel_mse: the largest per-crop value)
+  double nll = 0;         // model's mean loss (NLL in nats; SR: the diffusion loss)
   double dloss = 0;       // nll - reference nll
-  double top1 = 0;        // fraction of tokens where the argmaxes agree
-  int64_t tokens = 0;
+  double top1 = 0;        // fraction of tokens where the argmaxes agree (SR: NaN)
+  int64_t tokens = 0;     // scored tokens (SR: pixels)
 };
 
-class CalibrationReference {
+class Calibration {
+ public:
+  virtual ~Calibration() = default;
+  virtual const char* metric() const = 0;  // "kl" or "rel_mse"
+  // Scores a variant of the reference checkpoint (same config; e.g. with some tensors
+  // quantized). Tensors are shared, not copied.
+  virtual CalibrationScore score(const Checkpoint& variant) const = 0;
+  // Same, for a map of tensors replacing the reference's (the others are the reference's own).
+  virtual CalibrationScore score_with(const std::map<std::string, Tensor>& replaced) const = 0;
+  // Input statistics of the quantizable matrices on the calibration data (the proxy's weights,
+  // imatrix and GPTQ); gram adds the Gram matrices. Empty where the family collects none.
+  virtual ActivationStats activation_stats(const Checkpoint& ck, bool gram) const = 0;
+  // The weight of each row of a lookup table in the proxy (the embedding: token frequencies);
+  // empty when the calibration has none.
+  virtual std::vector<float> lookup_row_weights() const { return {}; }
+  virtual int64_t ctx() const = 0;              // tokens per window; SR: the crop's side
+  virtual int64_t tokens() const = 0;           // scored tokens; SR: pixels
+  virtual double reference_nll() const = 0;     // the reference model's mean loss
+  virtual double seconds_per_score() const = 0;  // of the reference pass, for estimates
+  virtual std::string describe() const = 0;     // one line: the data and the reference's loss
+};
+
+class CalibrationReference final : public Calibration {
  public:
   // Tokenizes `text` with ck's tokenizer (which must exist). Errors name opt.source and the token
   // counts when the text is too short for one window of ctx, or for opt.max_tokens.
@@ -56,25 +87,31 @@ class CalibrationReference {
   // From token ids (no BOS; bos < 0 when the model has none), e.g. for models without a tokenizer.
   CalibrationReference(const Checkpoint& ck, const std::vector<int32_t>& ids, int32_t bos,
                        const CalibrationOptions& opt);
-  ~CalibrationReference();
+  ~CalibrationReference() override;
   CalibrationReference(CalibrationReference&&) noexcept;
 
-  // Scores a variant of the reference checkpoint (same config and vocabulary; e.g. with some
-  // tensors quantized). Tensors are shared, not copied.
-  CalibrationScore score(const Checkpoint& variant) const;
-  // Same, for a map of tensors replacing the reference's (the others are the reference's own).
-  CalibrationScore score_with(const std::map<std::string, Tensor>& replaced) const;
+  const char* metric() const override { return "kl"; }
+  CalibrationScore score(const Checkpoint& variant) const override;
+  CalibrationScore score_with(const std::map<std::string, Tensor>& replaced) const override;
+  ActivationStats activation_stats(const Checkpoint& ck, bool gram) const override;
+  std::vector<float> lookup_row_weights() const override;
 
-  int64_t ctx() const;
-  int64_t tokens() const;                       // scored tokens
+  int64_t ctx() const override;
+  int64_t tokens() const override;
   const std::vector<int32_t>& ids() const;      // the calibration tokens used (no BOS)
-  double reference_nll() const;                 // the reference model's mean NLL
-  double seconds_per_score() const;             // of the reference pass, for estimates
+  double reference_nll() const override;
+  double seconds_per_score() const override;
+  std::string describe() const override;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The calibration of ck's family on the data at `path` (Llama: a text file; the SR UNet: maps
+// as sr::read_maps reads them: files, directories or synthetic:N...). Errors name the path.
+std::unique_ptr<Calibration> make_calibration(const Checkpoint& ck, const std::string& path,
+                                              const CalibrationOptions& opt);
 
 // ---------------------------------------------------------------------------------------------
 // The sensitivity map.
@@ -116,6 +153,7 @@ struct SensitivityTensor {
 
 struct SensitivityMap {
   std::string model, calib;
+  std::string metric = "kl";      // what the entries' kl measures (Calibration::metric)
   std::string method = "rtn";     // quantizer used for the entries (quant_method_name)
   int64_t ctx = 0, tokens = 0;
   double reference_nll = 0;
@@ -141,7 +179,7 @@ struct SensitivityMap {
 // Measures the map: one quantization per (tensor, format), then one pass over the calibration
 // windows with only that tensor replaced; activation statistics (for the proxy and the
 // imatrix method) come from collect_activation_stats on the same tokens.
-SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationReference& ref,
+SensitivityMap measure_sensitivity(const Checkpoint& ck, const Calibration& ref,
                                    const SensitivityOptions& opt);
 
 // Spearman's rank correlation (ties get their average rank); NaN when fewer than 2 pairs or a
@@ -170,6 +208,7 @@ struct AllocationOptions {
 
 struct AllocationReport {
   std::string method;             // "dp" (exact knapsack) or "dp-rounded" (sizes rounded up)
+  std::string metric = "kl";      // what `predicted` sums: the map's metric, or "proxy"
   double predicted = 0;           // sum of the chosen entries' KL (or proxy with use_proxy)
   double predicted_dloss = 0;     // sum of the chosen entries' dloss (measured maps only)
   double lagrangian_bound = 0;    // a lower bound on the optimum (MaxKl: not used)
@@ -232,7 +271,7 @@ struct AutoPlan {
   QuantPlan plan;
   AllocationReport report;
   bool proxy = false;  // allocated by the proxy (AutoPlanOptions::proxy)
-  std::optional<CalibrationReference> ref;
+  std::unique_ptr<Calibration> ref;
   std::string ref_note;
   std::vector<std::string> notes;  // the map's notes and the allocation's summary
 };

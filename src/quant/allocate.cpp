@@ -41,8 +41,9 @@ std::string AllocationReport::summary() const {
   std::string counts;
   for (const auto& [f, n] : format_counts) counts += cat(counts.empty() ? "" : ", ", n, " ", f);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%.4f bpw, %.3f MB total, predicted KL %.6g (dloss %+.6g; LP lower bound %.6g)",
-                bpw, double(total_bytes) / 1e6, predicted, predicted_dloss, lagrangian_bound);
+  std::snprintf(buf, sizeof buf, "%.4f bpw, %.3f MB total, predicted %s %.6g (dloss %+.6g; LP lower bound %.6g)",
+                bpw, double(total_bytes) / 1e6, metric == "kl" ? "KL" : metric.c_str(), predicted, predicted_dloss,
+                lagrangian_bound);
   return cat(buf, "; ", counts, " [", method, "]");
 }
 
@@ -314,6 +315,7 @@ QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationRe
   QuantPlan plan;
   AllocationReport r;
   r.method = rounded ? "dp-rounded" : "dp";
+  r.metric = o.use_proxy ? "proxy" : m.metric;
   for (size_t i = 0; i < groups.size(); ++i) {
     const AllocationOption& x = groups[i][size_t(pick[i])];
     r.predicted += x.cost;

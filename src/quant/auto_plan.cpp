@@ -23,7 +23,7 @@ AutoPlan plan_auto(const Checkpoint& ck, const AutoPlanOptions& o) {
     co.max_tokens = o.calib_tokens;
     co.source = o.calib;
     co.progress = o.progress;
-    r.ref.emplace(ck, read_text_file(co.source), co);
+    r.ref = make_calibration(ck, o.calib, co);
     SensitivityOptions so;
     so.quant = o.quant;
     so.measure = !o.proxy;
@@ -50,13 +50,20 @@ AutoPlan plan_auto(const Checkpoint& ck, const AutoPlanOptions& o) {
     } else {
       co.max_tokens = m.tokens > 0 ? std::min<int64_t>(m.tokens, int64_t(ids.size())) : 0;
       if (co.max_tokens >= co.ctx || co.max_tokens == 0) {
-        r.ref.emplace(ck, ids, ck.tokenizer->bos_id(), co);
+        r.ref = std::make_unique<CalibrationReference>(ck, ids, ck.tokenizer->bos_id(), co);
         if (m.tokens > 0 && int64_t(ids.size()) < m.tokens)
           r.ref_note = cat("on ", r.ref->tokens(), " tokens of ", o.calib, ", fewer than the map's ", m.tokens);
       } else {
         r.ref_note = cat(o.calib, " has fewer tokens than one window of the map's ", co.ctx);
       }
     }
+  } else if (!r.ref && !o.calib.empty()) {
+    // A family without text (the SR UNet): its own data, in the map's crops (ctx their side,
+    // tokens their pixels) with the default seed, as genperf sensitivity draws them.
+    CalibrationOptions co;
+    co.source = o.calib;
+    if (m.ctx > 0 && m.tokens > 0) co.crop = m.ctx, co.crops = std::max<int64_t>(1, m.tokens / (m.ctx * m.ctx));
+    r.ref = make_calibration(ck, o.calib, co);
   } else if (!r.ref) {
     r.ref_note = cat("give --calib FILE to measure it", m.calib.empty() ? "" : ", the map's calibration text was " + m.calib);
   }

@@ -193,6 +193,8 @@ Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, cons
   Checkpoint out;
   out.source = ck.source;
   out.format = ck.format;
+  out.architecture = ck.architecture;
+  out.config_json = ck.config_json;
   out.config = ck.config;
   out.rope_style = ck.rope_style;
   out.tensors = ck.tensors;
@@ -266,6 +268,8 @@ void check_quantized_output(const std::string& path, const Checkpoint& ck, const
 void save_quantized(const std::string& path, const Checkpoint& ck) {
   GP_CHECK(!path.empty(), "[quantize] empty output path");
   if (is_gguf_path(path)) {
+    GP_CHECK(family_of(ck).has_gguf(), "[quantize] ", path, ": a ", family_of(ck).name(),
+             " model has no GGUF form; write a directory (HF safetensors) instead");
     for (const auto& [name, t] : ck.tensors)
       GP_CHECK(traits(t.dtype()).ggml_type >= 0, "[quantize] ", path, ": tensor ", name, " is ",
                dtype_name(t.dtype()), ", which GGUF cannot hold; write a directory (HF safetensors) instead");
@@ -287,7 +291,7 @@ void save_quantized(const std::string& path, const Checkpoint& ck) {
   const std::string tmp = cat(path, ".tmp-", getpid());
   fs::remove_all(tmp, ec);
   try {
-    save_hf_checkpoint(tmp, ck.config, tensors, extra);
+    family_of(ck).save_hf(tmp, ck, tensors, extra);
     if (fs::exists(dir, ec)) fs::remove(dir, ec);  // empty, checked above
     fs::rename(tmp, dir, ec);
     GP_CHECK(!ec, "[quantize] cannot rename ", tmp, " to ", path, ": ", ec.message());

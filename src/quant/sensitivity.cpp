@@ -37,6 +37,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct CalibrationReference::Impl {
   std::string source, format;
+  std::string source_text;  // the calibration text's name
   LlamaConfig config;
   RopeStyle rope = RopeStyle::Neox;
   std::map<std::string, Tensor> tensors;
@@ -82,6 +83,7 @@ struct CalibrationReference::Impl {
 
   void init(const Checkpoint& ck, std::vector<int32_t> all, int32_t bos, const CalibrationOptions& opt) {
     source = ck.source;
+    source_text = opt.source;
     format = ck.format;
     config = ck.config;
     rope = ck.rope_style;
@@ -229,6 +231,22 @@ const std::vector<int32_t>& CalibrationReference::ids() const { return impl_->id
 double CalibrationReference::reference_nll() const { return impl_->ref_nll; }
 double CalibrationReference::seconds_per_score() const { return impl_->ref_seconds; }
 
+ActivationStats CalibrationReference::activation_stats(const Checkpoint& ck, bool gram) const {
+  return collect_activation_stats(ck, impl_->ids, impl_->ctx, gram, std::min<int64_t>(256, int64_t(impl_->ids.size())));
+}
+
+// The embedding's "input" is one-hot, so its mean squares are the token frequencies.
+std::vector<float> CalibrationReference::lookup_row_weights() const {
+  std::vector<float> freq(size_t(impl_->V), 0.f);
+  for (int32_t id : impl_->ids) freq[size_t(id)] += 1.f / float(impl_->ids.size());
+  return freq;
+}
+
+std::string CalibrationReference::describe() const {
+  return cat(impl_->source_text, ": ", impl_->rows, " tokens in windows of ", impl_->ctx, ", reference ppl ",
+             std::exp(impl_->ref_nll));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Measurement.
 
@@ -298,7 +316,7 @@ double weighted_error(const float* a, const float* b, int64_t N, int64_t K, cons
 
 }  // namespace
 
-SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationReference& ref, const SensitivityOptions& opt) {
+SensitivityMap measure_sensitivity(const Checkpoint& ck, const Calibration& ref, const SensitivityOptions& opt) {
   const auto t0 = Clock::now();
   GP_CHECK(!opt.formats.empty(), "[sensitivity] no candidate formats");
   for (DType f : opt.formats)
@@ -307,6 +325,7 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
   SensitivityMap m;
   m.model = ck.source;
   m.method = quant_method_name(opt.quant.method);
+  m.metric = ref.metric();
   m.ctx = ref.ctx();
   m.tokens = ref.tokens();
   m.reference_nll = ref.reference_nll();
@@ -316,18 +335,22 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
   if (anchored) m.anchor = dtype_name(opt.anchor);
   for (const auto& [n, t] : ck.tensors) m.total_source_bytes += int64_t(t.nbytes());
 
-  const ModelFamily& family = family_of(ck);
-  const std::vector<std::string> names = quantizable_tensors(ck);
+  std::map<std::string, TensorRole> roles;
+  std::vector<std::string> names;
+  for (TensorRole& r : family_of(ck).quantizable(ck)) {
+    names.push_back(r.name);
+    roles.emplace(r.name, std::move(r));
+  }
   GP_CHECK(!names.empty(), "[sensitivity] ", ck.source, " has no quantizable tensors");
-  const int64_t stat_tokens = int64_t(ref.ids().size());
-  const ActivationStats stats = collect_activation_stats(ck, ref.ids(), ref.ctx(), opt.quant.method == QuantMethod::Gptq,
-                                                         std::min<int64_t>(256, stat_tokens));
+  const ActivationStats stats = ref.activation_stats(ck, opt.quant.method == QuantMethod::Gptq);
+  GP_CHECK(opt.quant.method == QuantMethod::Rtn || !stats.mean_sq.empty(), "[sensitivity] the ",
+           quant_method_name(opt.quant.method), " method needs activation statistics, which the calibration of ",
+           ck.source, " does not collect; use rtn");
+  if (stats.mean_sq.empty())
+    m.notes.push_back("the calibration collects no activation statistics: each proxy is the unweighted squared error");
   QuantizeOptions q = opt.quant;
   q.stats = &stats;
-
-  // Token frequencies: the embedding's "input" is one-hot, so its mean squares are these.
-  std::vector<float> freq(size_t(ck.config.vocab_size), 0.f);
-  for (int32_t id : ref.ids()) freq[size_t(id)] += 1.f / float(stat_tokens);
+  const std::vector<float> freq = ref.lookup_row_weights();  // the lookup table's rows, if any
 
   auto fits = [](DType f, int64_t K) { return K % traits(f).block_size == 0; };
   // The format measured for each tensor in an anchored map.
@@ -351,9 +374,9 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
     GP_CHECK(src.ndim() == 2, "[sensitivity] ", n, " is ", src.describe(), ", expected a matrix");
     SensitivityTensor st;
     st.name = n;
-    const auto role = family.role_of(n);
-    st.layer = role ? role->layer : -1;
-    st.kind = role ? role->kind : n;
+    const TensorRole& role = roles.at(n);
+    st.layer = role.layer;
+    st.kind = role.kind;
     st.elements = src.numel();
     st.source_dtype = src.dtype();
     st.source_bytes = int64_t(src.nbytes());
@@ -367,7 +390,7 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
     auto ms = stats.mean_sq.find(n);
     const bool have_ms = ms != stats.mean_sq.end() && int64_t(ms->second.size()) == K;
     if (have_ms) colw = ms->second.data();
-    if (st.kind != "embed" && !have_ms)
+    if (st.kind != "embed" && !have_ms && !stats.mean_sq.empty())
       m.notes.push_back(cat(n, ": no activation statistics; its proxy is the unweighted squared error"));
 
     // Anchored: the anchor first (measured), then the other formats (estimated from it).
@@ -398,7 +421,7 @@ SensitivityMap measure_sensitivity(const Checkpoint& ck, const CalibrationRefere
       const Tensor deq = wq.to(DType::F32);
       const float* a = w32.data<float>();
       const float* b = deq.data<float>();
-      if (st.kind == "embed") {
+      if (st.kind == "embed" && int64_t(freq.size()) == N) {
         double s = 0;
         for (int64_t r = 0; r < N; ++r) {
           if (freq[size_t(r)] == 0) continue;
@@ -468,6 +491,7 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
   m.model = j.at("model").as_string();
   m.calib = j.at("calib").as_string();
   m.method = j.at("method").as_string();
+  if (const Json* metric = j.find("metric")) m.metric = metric->as_string();  // maps before it was written: kl
   m.ctx = j.at("ctx").as_int();
   m.tokens = j.at("tokens").as_int();
   m.reference_nll = j.at("reference_nll").as_number();
@@ -486,6 +510,7 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
     for (size_t k = 0; k < i; ++k) check(m.formats[i] != m.formats[k], "format ", dtype_name(m.formats[i]), " listed twice");
   std::set<std::string> names;
   std::set<std::pair<int, std::string>> places;
+  std::set<std::string> kinds_in_blocks;
   int64_t source_bytes = 0;
   for (const Json& t : j.at("tensors").as_array()) {
     SensitivityTensor st;
@@ -501,14 +526,21 @@ SensitivityMap read_sensitivity_json(const std::string& path) {
     source_bytes += st.source_bytes;
     check(st.elements <= st.source_bytes * 8, "tensor ", st.name, " has ", st.elements, " elements in ",
           st.source_bytes, " bytes");
+    // Tensors outside the blocks have layer -1 (the embedding and the head always); a kind is
+    // either always outside or always in the blocks.
     const bool outside = st.kind == "embed" || st.kind == "head";
-    check(outside ? layer == -1 : layer >= 0 && layer < (1 << 20), "tensor ", st.name, " of kind '", st.kind,
-          "' has layer ", layer, outside ? " (the embedding and the head have -1)" : " (expected 0 to 1048575)");
+    check(outside ? layer == -1 : layer >= -1 && layer < (1 << 20), "tensor ", st.name, " of kind '", st.kind,
+          "' has layer ", layer,
+          outside ? " (the embedding and the head have -1)" : " (expected 0 to 1048575 in the blocks, -1 outside)");
     st.layer = int(layer);
+    if (layer >= 0) kinds_in_blocks.insert(st.kind);
     check(names.insert(st.name).second, "tensor ", st.name, " listed twice");
     check(places.insert({st.layer, st.kind}).second, "two tensors of kind '", st.kind, "' in layer ", st.layer);
     m.tensors.push_back(st);
   }
+  for (const SensitivityTensor& st : m.tensors)  // a kind is either outside the blocks or in them
+    check(st.layer >= 0 || !kinds_in_blocks.count(st.kind), "tensor ", st.name, " of kind '", st.kind,
+          "' has layer -1, but other tensors of that kind are in the blocks");
   check(m.total_source_bytes >= source_bytes, "total_source_bytes ", m.total_source_bytes,
         " is less than its quantizable tensors' ", source_bytes);
   std::set<std::pair<std::string, DType>> seen;

@@ -103,6 +103,7 @@ std::string sensitivity_json(const SensitivityMap& m) {
       {"model", m.model},
       {"calib", m.calib},
       {"method", m.method},
+      {"metric", m.metric},
       {"ctx", m.ctx},
       {"tokens", m.tokens},
       {"reference_nll", m.reference_nll},
@@ -121,20 +122,24 @@ std::string sensitivity_json(const SensitivityMap& m) {
 }
 
 std::string sensitivity_svg(const SensitivityMap& m) {
-  // One panel per format: rows are layers (then one row for the embedding and the head),
-  // columns the kinds of layer matrices. Color: log10 of the measured KL (the proxy when the
-  // map has no measurement), one scale for all panels.
-  static const char* kKinds[] = {"q", "k", "v", "o", "gate", "up", "down"};
-  const int ncol = 7;
-  const bool use_kl = m.measured;
-  const char* what = use_kl ? "mean KL(ref || only this tensor quantized), nats/token" : "activation-weighted error (proxy)";
+  // One panel per format: rows are layers (blocks), then one row for the tensors outside them
+  // (the embedding and the head; an SR UNet's time MLP, first and last convolutions); columns
+  // the kinds of the blocks' matrices in forward order. Color: log10 of the measured divergence
+  // (the proxy when the map has no measurement), one scale for all panels.
+  std::vector<std::string> kinds;  // of the blocks' tensors, in order of first appearance
+  std::vector<const SensitivityTensor*> outside;
   int layers = 0;
-  bool have_embed = false, have_head = false;
   for (const auto& t : m.tensors) {
     layers = std::max(layers, t.layer + 1);
-    have_embed |= t.kind == "embed";
-    have_head |= t.kind == "head";
+    if (t.layer < 0) outside.push_back(&t);
+    else if (std::find(kinds.begin(), kinds.end(), t.kind) == kinds.end()) kinds.push_back(t.kind);
   }
+  const int ncol = std::max<int>(1, int(kinds.size()));
+  const bool use_kl = m.measured;
+  const bool kl = m.metric == "kl";
+  const std::string what = !use_kl ? "weight error (proxy)"
+                           : kl    ? "mean KL(ref || only this tensor quantized), nats/token"
+                                   : cat("mean ", m.metric, " of the prediction (only this tensor quantized)");
   std::map<std::pair<std::string, std::string>, double> val;  // (format, tensor) -> value
   std::set<std::pair<std::string, std::string>> estimated;     // anchored maps: not measured
   double lo = INFINITY, hi = -INFINITY;
@@ -150,7 +155,7 @@ std::string sensitivity_svg(const SensitivityMap& m) {
   auto t_of = [&](double v) { return v > 0 && std::isfinite(v) ? (std::log10(v) - lo) / (hi - lo) : 0.0; };
 
   const int cw = 54, ch = 20, label_w = 56, head_h = 36, gap = 24;
-  const int rows = layers + ((have_embed || have_head) ? 1 : 0);
+  const int rows = layers + (outside.empty() ? 0 : 1);
   const int pw = label_w + ncol * cw, ph = head_h + rows * ch + 10;
   const int per_row = std::min<int>(4, int(m.formats.size()));
   const int prow = (int(m.formats.size()) + per_row - 1) / std::max(per_row, 1);
@@ -158,9 +163,15 @@ std::string sensitivity_svg(const SensitivityMap& m) {
   const std::string title = cat("Sensitivity of ", m.model, ": ", what,
                                 m.anchor.empty() ? "" : cat(" (measured at ", m.anchor, ", other formats estimated by the proxy)"));
   char sub[512];
-  std::snprintf(sub, sizeof sub, "calibration %s, %lld tokens (ctx %lld), %s quantizer, reference ppl %.3f; Spearman(proxy, KL) = %s",
-                m.calib.c_str(), (long long)m.tokens, (long long)m.ctx, m.method.c_str(), std::exp(m.reference_nll),
-                std::isfinite(m.spearman) ? num(std::round(m.spearman * 1000) / 1000).c_str() : "n/a");
+  const std::string rho = std::isfinite(m.spearman) ? num(std::round(m.spearman * 1000) / 1000) : "n/a";
+  if (kl)
+    std::snprintf(sub, sizeof sub, "calibration %s, %lld tokens (ctx %lld), %s quantizer, reference ppl %.3f; Spearman(proxy, KL) = %s",
+                  m.calib.c_str(), (long long)m.tokens, (long long)m.ctx, m.method.c_str(), std::exp(m.reference_nll),
+                  rho.c_str());
+  else
+    std::snprintf(sub, sizeof sub, "calibration %s, %lld pixels (crops of %lld), %s quantizer, reference loss %.4g; Spearman(proxy, %s) = %s",
+                  m.calib.c_str(), (long long)m.tokens, (long long)m.ctx, m.method.c_str(), m.reference_nll,
+                  m.metric.c_str(), rho.c_str());
   // Wide enough for the title lines too (about 0.6 em per character).
   const int W = std::max({16 + per_row * (pw + gap) + legend_w, 32 + int(title.size()) * 9, 32 + int(std::strlen(sub)) * 7});
   const int H = std::max(top + prow * (ph + gap) + 10, top + 16 + lh + 40);
@@ -202,25 +213,25 @@ std::string sensitivity_svg(const SensitivityMap& m) {
     s += cat("<g><text x=\"", px, "\" y=\"", py + 12, "\" font-size=\"13\" font-weight=\"bold\">", title, "</text>\n");
     for (int c = 0; c < ncol; ++c)
       s += cat("<text x=\"", px + label_w + c * cw + cw / 2, "\" y=\"", py + head_h - 6,
-               "\" font-size=\"11\" text-anchor=\"middle\">", kKinds[c], "</text>");
+               "\" font-size=\"11\" text-anchor=\"middle\">", xml(kinds[size_t(c)]), "</text>");
     s += "\n";
     for (int l = 0; l < layers; ++l) {
       const int y = py + head_h + l * ch;
       s += cat("<text x=\"", px + label_w - 6, "\" y=\"", y + 14, "\" font-size=\"11\" text-anchor=\"end\">layer ", l,
                "</text>");
       for (int c = 0; c < ncol; ++c) {
-        auto it = by_pos.find({l, kKinds[c]});
+        auto it = by_pos.find({l, kinds[size_t(c)]});
         const int x = px + label_w + c * cw;
         if (it == by_pos.end()) continue;
         cell(x, y, cw, fmt, it->second, "");
       }
     }
-    if (have_embed || have_head) {
-      const int y = py + head_h + layers * ch + 4;
-      s += cat("<text x=\"", px + label_w - 6, "\" y=\"", y + 14, "\" font-size=\"11\" text-anchor=\"end\">emb/head</text>");
-      // The embedding under q..v, the head under gate..down.
-      if (have_embed) cell(px + label_w, y, 3 * cw, fmt, by_pos.at({-1, "embed"}), "embed");
-      if (have_head) cell(px + label_w + 4 * cw, y, 3 * cw, fmt, by_pos.at({-1, "head"}), "head");
+    if (!outside.empty()) {
+      // Side by side under the blocks, each as wide as the row allows.
+      const int y = py + head_h + layers * ch + 4, w = ncol * cw / int(outside.size());
+      s += cat("<text x=\"", px + label_w - 6, "\" y=\"", y + 14, "\" font-size=\"11\" text-anchor=\"end\">other</text>");
+      for (size_t i = 0; i < outside.size(); ++i)
+        cell(px + label_w + int(i) * w, y, w, fmt, outside[i]->name, outside[i]->kind);
     }
     s += "</g>\n";
   }
@@ -230,7 +241,7 @@ std::string sensitivity_svg(const SensitivityMap& m) {
   s += "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int i = 0; i <= 8; ++i) s += cat("<stop offset=\"", i / 8.0, "\" stop-color=\"", kViridis[i], "\"/>");
   s += "</linearGradient></defs>\n";
-  s += cat("<text x=\"", lx, "\" y=\"", ly - 6, "\" font-size=\"11\">", use_kl ? "KL" : "proxy", " (log)</text>\n");
+  s += cat("<text x=\"", lx, "\" y=\"", ly - 6, "\" font-size=\"11\">", !use_kl ? "proxy" : kl ? "KL" : m.metric.c_str(), " (log)</text>\n");
   s += cat("<rect x=\"", lx, "\" y=\"", ly, "\" width=\"16\" height=\"", lh, "\" fill=\"url(#scale)\" stroke=\"#555\"/>\n");
   for (int d = int(lo); d <= int(hi); ++d) {
     const double y = ly + lh * (1 - (d - lo) / (hi - lo));

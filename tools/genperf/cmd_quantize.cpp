@@ -3,6 +3,7 @@
 // needs statistics. Prints the per-tensor formats and the size report, and writes a .gguf file
 // or an HF-style directory (when a format is not a ggml type).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -134,7 +135,8 @@ int cmd_quantize(int argc, char** argv) {
       score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       allocation["kl"] = achieved->kl;
       allocation["dloss"] = achieved->dloss;
-      allocation["top1"] = achieved->top1;
+      if (std::isfinite(achieved->top1)) allocation["top1"] = achieved->top1;
+      allocation["metric"] = autop->ref->metric();
       allocation["kl_tokens"] = achieved->tokens;
       allocation["kl_ctx"] = autop->ref->ctx();
       if (!autop->proxy) allocation["achieved_over_predicted_kl"] = achieved->kl / rp.predicted;
@@ -188,16 +190,17 @@ int cmd_quantize(int argc, char** argv) {
               after.compression_vs_bf16());
   if (autop) {
     const AllocationReport& rp = autop->report;
+    const std::string metric = !autop->ref || autop->ref->metric() == std::string("kl") ? "KL" : autop->ref->metric();
     std::printf("predicted: %.3f bpw, %.3f MB, %s %.5g\n", rp.bpw, double(rp.total_bytes) / 1e6,
-                autop->proxy ? "proxy" : "KL", rp.predicted);
+                autop->proxy ? "proxy" : metric.c_str(), rp.predicted);
     std::printf("achieved:  %.3f bpw, %.3f MB, ", after.bpw, double(after.total_bytes) / 1e6);
     if (achieved) {
-      std::printf("KL %.5g (dloss %+.5g, top-1 %.4f) on %lld calibration tokens in windows of %lld, %.1f s",
-                  achieved->kl, achieved->dloss, achieved->top1, (long long)achieved->tokens,
-                  (long long)autop->ref->ctx(), score_s);
-      if (!autop->proxy) std::printf("; achieved / predicted KL %.2f", achieved->kl / rp.predicted);
+      std::printf("%s %.5g (dloss %+.5g", metric.c_str(), achieved->kl, achieved->dloss);
+      if (std::isfinite(achieved->top1)) std::printf(", top-1 %.4f", achieved->top1);
+      std::printf(") on %s, %.1f s", autop->ref->describe().c_str(), score_s);
+      if (!autop->proxy) std::printf("; achieved / predicted %s %.2f", metric.c_str(), achieved->kl / rp.predicted);
     } else {
-      std::printf("KL not measured");
+      std::printf("%s not measured", metric.c_str());
     }
     if (!autop->ref_note.empty()) std::printf(" (%s)", autop->ref_note.c_str());
     std::printf("\n");

@@ -52,11 +52,13 @@ std::vector<double> parse_budgets(const std::string& s, const char* opt, const C
 int cmd_sensitivity(int argc, char** argv) {
   Args a("sensitivity",
          {kModel,
-          {"calib", "calibration text file"},
+          {"calib", "calibration data: a text file; for an SR model, maps (FITS/PNG files, directories, synthetic:N...)"},
           {"out", "output prefix: writes PREFIX.csv, PREFIX.json, PREFIX.svg"},
           {"formats", "candidate formats", "q2_k,q3_k,q4_0,q4_k,q5_k,q6_k,q8_0"},
           {"ctx", "tokens per calibration window", "256"},
           {"tokens", "calibration tokens to use (default: the whole text)", "", false, true},
+          {"crops", "SR models: calibration crops, each at its own diffusion step", "16"},
+          {"crop", "SR models: crop side in high-resolution pixels", "64"},
           {"method", "quantizer: rtn, imatrix or gptq", "rtn"},
           {"proxy-only", "compute only the activation-weighted proxy (no per-entry forward passes)", "", true},
           {"anchor", "cheap map: measure only this format per tensor, estimate the others from the proxy", "", false, true},
@@ -76,6 +78,8 @@ int cmd_sensitivity(int argc, char** argv) {
   co.ctx = a.integer("ctx");
   co.max_tokens = a.has("tokens") ? a.integer("tokens") : 0;
   GP_CHECK(co.max_tokens >= 0, "[sensitivity] --tokens must be positive");
+  co.crops = a.integer("crops");
+  co.crop = a.integer("crop");
   co.source = calib;
   co.progress = !json;
   SensitivityOptions so;
@@ -94,11 +98,12 @@ int cmd_sensitivity(int argc, char** argv) {
   GP_CHECK(checks.empty() || so.measure, "[sensitivity] --check-bpw needs the measured map (drop --proxy-only)");
 
   const auto t0 = std::chrono::steady_clock::now();
-  const CalibrationReference ref(ck, read_text_file(calib), co);
+  const std::unique_ptr<Calibration> cal = make_calibration(ck, calib, co);
+  const Calibration& ref = *cal;
+  const std::string metric = ref.metric() == std::string("kl") ? "KL" : ref.metric();
   if (!json) {
     const int64_t passes = int64_t(quantizable_tensors(ck).size() * (so.anchor != DType::F32 ? 1 : so.formats.size()));
-    std::fprintf(stderr, "calibration %s: %lld tokens in windows of %lld, reference ppl %.4f; one pass %.2f s, about %lld passes\n",
-                 calib.c_str(), (long long)ref.tokens(), (long long)ref.ctx(), std::exp(ref.reference_nll()),
+    std::fprintf(stderr, "calibration %s; one pass %.2f s, about %lld passes\n", ref.describe().c_str(),
                  ref.seconds_per_score(), (long long)(so.measure ? passes : 0));
   }
   SensitivityMap m = measure_sensitivity(ck, ref, so);
@@ -114,7 +119,8 @@ int cmd_sensitivity(int argc, char** argv) {
     std::printf("model %s, %zu tensors x %zu formats = %zu entries, %.1f s\n", m.model.c_str(), m.tensors.size(),
                 m.formats.size(), m.entries.size(), measure_s);
     if (m.measured) {
-      std::printf("%-12s %7s %12s %12s %12s %10s\n", "format", "bpw", "mean KL", "max KL", "mean dloss", "spearman");
+      std::printf("%-12s %7s %12s %12s %12s %10s\n", "format", "bpw", ("mean " + metric).c_str(),
+                  ("max " + metric).c_str(), "mean dloss", "spearman");
     } else {  // --proxy-only: no KL was measured
       std::printf("%-12s %7s %12s %12s\n", "format", "bpw", "mean proxy", "max proxy");
     }
@@ -134,7 +140,8 @@ int cmd_sensitivity(int argc, char** argv) {
       std::printf("%-12s %7.3f %12.4g %12.4g %12.4g %10.3f\n", dtype_name(f), bpw, s / n, mx, dl / n,
                   it == m.spearman_by_format.end() ? NAN : it->second);
     }
-    if (m.measured) std::printf("Spearman rank correlation of proxy and measured KL, all entries: %.3f\n", m.spearman);
+    if (m.measured)
+      std::printf("Spearman rank correlation of proxy and measured %s, all entries: %.3f\n", metric.c_str(), m.spearman);
     for (size_t i = 0; i < m.notes.size() && i < 4; ++i) std::printf("note: %s\n", m.notes[i].c_str());
     if (m.notes.size() > 4) std::printf("note: ... and %zu more (in %s.json)\n", m.notes.size() - 4, a.str("out").c_str());
   }
@@ -145,8 +152,7 @@ int cmd_sensitivity(int argc, char** argv) {
     QuantizeOptions qo = so.quant;
     ActivationStats stats;
     if (qo.method != QuantMethod::Rtn) {
-      stats = collect_activation_stats(ck, ref.ids(), ref.ctx(), qo.method == QuantMethod::Gptq,
-                                       std::min<int64_t>(256, int64_t(ref.ids().size())));
+      stats = ref.activation_stats(ck, qo.method == QuantMethod::Gptq);
       qo.stats = &stats;
     }
     Json::Array rows;
@@ -155,7 +161,8 @@ int cmd_sensitivity(int argc, char** argv) {
       const SizeReport sz = size_report(q);
       const CalibrationScore sc = ref.score(q);
       Json row = Json::Object{{"plan", name}, {"bpw", sz.bpw}, {"total_bytes", sz.total_bytes}, {"kl", sc.kl},
-                              {"dloss", sc.dloss}, {"top1", sc.top1}};
+                              {"dloss", sc.dloss}, {"metric", m.metric}};
+      if (std::isfinite(sc.top1)) row["top1"] = sc.top1;
       if (r) {
         row["predicted_kl"] = r->predicted;
         row["predicted_dloss"] = r->predicted_dloss;
@@ -164,10 +171,11 @@ int cmd_sensitivity(int argc, char** argv) {
         row["achieved_over_predicted"] = sc.kl / r->predicted;
       }
       if (!json) {
-        std::printf("%-22s %7.4f bpw %10.3f MB  KL %.5g  dloss %+.5g  top-1 %.4f", name.c_str(), sz.bpw,
-                    double(sz.total_bytes) / 1e6, sc.kl, sc.dloss, sc.top1);
-        if (r) std::printf("  (predicted KL %.5g, %.3f MB; achieved/predicted %.2f)", r->predicted, double(r->total_bytes) / 1e6,
-                           sc.kl / r->predicted);
+        std::printf("%-22s %7.4f bpw %10.3f MB  %s %.5g  dloss %+.5g", name.c_str(), sz.bpw,
+                    double(sz.total_bytes) / 1e6, metric.c_str(), sc.kl, sc.dloss);
+        if (std::isfinite(sc.top1)) std::printf("  top-1 %.4f", sc.top1);
+        if (r) std::printf("  (predicted %s %.5g, %.3f MB; achieved/predicted %.2f)", metric.c_str(), r->predicted,
+                           double(r->total_bytes) / 1e6, sc.kl / r->predicted);
         std::printf("\n");
       }
       rows.push_back(std::move(row));
@@ -186,7 +194,9 @@ int cmd_sensitivity(int argc, char** argv) {
       if (!json) std::printf("auto@%g: %s\n", bpw, r.summary().c_str());
       run(cat("auto@", bpw), plan, &r);
     }
-    std::vector<std::string> recipes = {"q4_k_m"};
+    // q4_k_m is llama.cpp's mix for LLMs; other families compare with the uniform formats.
+    std::vector<std::string> recipes;
+    if (metric == "KL") recipes.push_back("q4_k_m");
     for (DType f : m.formats) recipes.push_back(cat("uniform:", dtype_name(f)));
     for (const auto& rc : recipes) {
       std::vector<std::string> notes;

@@ -18,6 +18,8 @@
 #include "io/mmap_file.h"
 #include "io/safetensors.h"
 #include "core/codec.h"
+#include "genperf/model_family.h"
+#include "models/llama/family.h"
 
 namespace genperf {
 namespace {
@@ -343,12 +345,17 @@ void load_shards(const std::string& dir, const std::string& index_path,
   }
 }
 
+// The family that owns config.json's architecture parses it and checks the tensors.
 Checkpoint load_hf_dir(const std::string& dir, bool with_tokenizer) {
   Checkpoint ck;
   ck.source = dir;
   ck.format = "hf";
   ck.rope_style = RopeStyle::Neox;
-  ck.config = read_hf_config((fs::path(dir) / "config.json").string());
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  const Json config = Json::parse_file(config_path);
+  GP_CHECK(config.is_object(), "[config] ", config_path, ": expected a JSON object, found ", config.type_name());
+  const ModelFamily& family = family_for_config(config);
+  family.read_hf_config(ck, config, config_path);
   const std::string index = (fs::path(dir) / "model.safetensors.index.json").string();
   const std::string single = (fs::path(dir) / "model.safetensors").string();
   std::map<std::string, std::string> origin;
@@ -365,7 +372,7 @@ Checkpoint load_hf_dir(const std::string& dir, bool with_tokenizer) {
     fail("[checkpoint] ", dir, ": found neither model.safetensors nor model.safetensors.index.json");
   }
   fold_fp8_scales(ck.tensors, origin, dir);
-  check_tensors(ck.config, ck.tensors, origin, dir);
+  family.adopt_hf_tensors(ck, origin);
   if (with_tokenizer &&
       (fs::exists(fs::path(dir) / "tokenizer.json", ec) || fs::exists(fs::path(dir) / "tokenizer.model", ec)))
     ck.tokenizer = load_tokenizer_dir(dir);
@@ -586,6 +593,7 @@ Checkpoint load_gguf(const std::string& path, bool with_tokenizer) {
     ck.config.validate(path);
   }
   check_tensors(ck.config, ck.tensors, {}, path);
+  ck.architecture = ck.config.architecture;
   if (with_tokenizer && g.has("tokenizer.ggml.model"))
     ck.tokenizer = tokenizer_from_vocab(gguf_vocab(g), path);
   return ck;
@@ -694,9 +702,18 @@ Tensor rope_freqs_tensor(const LlamaConfig& c) {
 
 }  // namespace
 
+void llama::check_checkpoint_tensors(const LlamaConfig& c, const std::map<std::string, Tensor>& tensors,
+                                     const std::map<std::string, std::string>& origin, const std::string& source) {
+  check_tensors(c, tensors, origin, source);
+}
+
 LlamaConfig read_hf_config(const std::string& path) {
   const Json j = Json::parse_file(path);
   GP_CHECK(j.is_object(), "[config] ", path, ": expected a JSON object, found ", j.type_name());
+  return llama::config_from_json(j, path);
+}
+
+LlamaConfig llama::config_from_json(const Json& j, const std::string& path) {
   ConfigReader r(j, path);
   LlamaConfig c;
   c.architecture = r.architecture();

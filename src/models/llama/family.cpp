@@ -50,9 +50,25 @@ class LlamaFamily final : public ModelFamily {
  public:
   const char* name() const override { return "llama"; }
 
-  bool owns(const Checkpoint& ck) const override {
-    const std::string& a = ck.config.architecture;
+  bool owns_architecture(const std::string& a) const override {
     return a == "LlamaForCausalLM" || a == "MistralForCausalLM" || a == "Qwen2ForCausalLM";
+  }
+
+  void read_hf_config(Checkpoint& ck, const Json& j, const std::string& path) const override {
+    ck.config = llama::config_from_json(j, path);
+    ck.architecture = ck.config.architecture;
+    ck.config_json = j;
+  }
+
+  void adopt_hf_tensors(Checkpoint& ck, const std::map<std::string, std::string>& origin) const override {
+    llama::check_checkpoint_tensors(ck.config, ck.tensors, origin, ck.source);
+  }
+
+  bool has_gguf() const override { return true; }
+
+  void save_hf(const std::string& dir, const Checkpoint& ck, const std::map<std::string, Tensor>& tensors,
+               const std::vector<std::string>& extra_files) const override {
+    save_hf_checkpoint(dir, ck.config, tensors, extra_files);
   }
 
   std::optional<TensorRole> role_of(const std::string& name) const override {

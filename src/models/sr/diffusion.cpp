@@ -135,26 +135,6 @@ void save_sr_model(const std::string& dir, const UNet<float>& net) {
   write_file_atomic(dir + "/config.json", unet_config_json(net.config()).dump(2) + "\n");
 }
 
-UNet<float> load_sr_model(const std::string& dir) {
-  const std::string cfg = dir + "/config.json", st = dir + "/model.safetensors";
-  GP_CHECK(std::filesystem::is_regular_file(cfg), "[sr model] ", dir, ": no config.json (not an SR model directory)");
-  UNet<float> net(unet_config_from_json(Json::parse_file(cfg), cfg));
-  const SafetensorsFile f = read_safetensors(st);
-  std::span<float> w = net.weights();
-  for (const ParamSpec& p : net.params()) {
-    const auto it = f.tensors.find(p.name);
-    GP_CHECK(it != f.tensors.end(), "[sr model] ", st, ": tensor ", p.name, " is missing");
-    const Tensor& t = it->second;
-    GP_CHECK(t.dtype() == DType::F32 && t.shape() == p.shape, "[sr model] ", st, ": tensor ", p.name, " is ",
-             t.describe(), ", expected f32 of the config's shape");
-    const Tensor c = t.is_contiguous() ? t : t.clone();
-    std::copy_n(c.data<float>(), p.size(), w.data() + p.offset);
-  }
-  GP_CHECK(f.tensors.size() == net.params().size(), "[sr model] ", st, ": ", f.tensors.size(),
-           " tensors where the config has ", net.params().size());
-  return net;
-}
-
 #define GENPERF_DIFFUSION(F)                                                                          \
   template double diffusion_loss<F>(UNet<F>&, const Schedule&, const F*, const F*, int64_t, int64_t, \
                                     int64_t, Rng&, bool);                                             \
