@@ -57,7 +57,8 @@ void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_
 
 // Samples x0 [B, H, W, channels] given cond: x starts as noise and runs the sampler's steps. Tile b's
 // noise comes from Rng(seeds[b]) alone, so its sample does not depend on the rest of the batch
-// or on the thread count. on_step(k) after each of the steps.
+// or on the thread count. on_step(k) after each of the steps; it must not call sample (whose
+// buffers are kept per thread).
 template <typename F>
 void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, int64_t H, int64_t W,
             const SamplerOptions& o, std::span<const uint64_t> seeds,

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
@@ -116,14 +117,21 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
     c = unet_config_from_json(Json::parse_file(out_dir + "/model/config.json"), out_dir + "/model/config.json");
   } else {
     c.residual_std = 1;
+  }
+  std::vector<TrainingPair> train_pairs = pairs_of(train, c, d, "training");
+  if (!resuming) {
+    // Measured on the targets in units of 1, which then take its units: x / 1 / s has the bits
+    // of x / s, the targets of pairs built at residual_std s.
     double ss = 0, n = 0;
-    for (const TrainingPair& p : pairs_of(train, c, d, "training"))
+    for (const TrainingPair& p : train_pairs)
       for (double x : p.x0.v) ss += x * x, n += 1;
     c.residual_std = std::sqrt(ss / n);
     GP_CHECK(c.residual_std > 0, "[sr train] the training maps have no detail below the input's resolution");
+    for (TrainingPair& p : train_pairs)
+      for (double& x : p.x0.v) x /= c.residual_std;
   }
   c.validate("sr train");
-  const Crops crops(pairs_of(train, c, d, "training"), o.crop, align);
+  const Crops crops(std::move(train_pairs), o.crop, align);
   const std::vector<TrainingPair> val_pairs = pairs_of(val, c, d, "validation");
   std::unique_ptr<Crops> val_crops;
   if (!val_pairs.empty()) val_crops = std::make_unique<Crops>(val_pairs, o.crop, align);

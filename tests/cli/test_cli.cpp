@@ -16,26 +16,14 @@
 #include "genperf/runtime.h"
 
 using namespace genperf;
+using genperf::testing::CliResult;
+using genperf::testing::kGenperf;
 using genperf::testing::run_command;
+using genperf::testing::run_genperf;
 using genperf::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::string kGenperf = std::string(GENPERF_BINARY_DIR) + "/genperf";
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result gp(const std::string& args, const TempDir& tmp) {
-  Result r;
-  const std::string err_file = tmp / "stderr.txt";
-  r.code = run_command(kGenperf + " " + args + " 2>" + err_file, &r.out);
-  r.err = read_text_file(err_file);
-  return r;
-}
 
 // One model directory for the whole suite: tiny shape, random weights, a real tokenizer.
 class Cli : public ::testing::Test {
@@ -65,27 +53,29 @@ TempDir* Cli::dir_ = nullptr;
 TEST_F(Cli, HelpForEveryVerb) {
   for (const char* v : {"generate", "eval ppl", "eval mc", "eval kl", "bench infer", "convert", "random-model", "info",
                         "train", "finetune"}) {
-    Result r = gp(std::string(v) + " --help", tmp_);
+    CliResult r = run_genperf(std::string(v) + " --help", tmp_);
     EXPECT_EQ(r.code, 0) << v;
     EXPECT_NE(r.out.find("usage: genperf"), std::string::npos) << v;
   }
-  EXPECT_EQ(gp("no-such-verb", tmp_).code, 2);
+  EXPECT_EQ(run_genperf("no-such-verb", tmp_).code, 2);
 }
 
 TEST_F(Cli, GenerateJsonIsDeterministic) {
   const std::string args = "generate --model " + model() + " --prompt 'In the beginning' --max-tokens 12 --json";
-  Result a = gp(args + " --temperature 0", tmp_), b = gp(args + " --temperature 0", tmp_);
+  CliResult a = run_genperf(args + " --temperature 0", tmp_), b = run_genperf(args + " --temperature 0", tmp_);
   ASSERT_EQ(a.code, 0) << a.err;
   Json ja = Json::parse(a.out), jb = Json::parse(b.out);
   EXPECT_EQ(ja.at("ids").dump(), jb.at("ids").dump());
   EXPECT_LE(ja.at("ids").as_array().size(), 12u);
   EXPECT_TRUE(ja.at("text").is_string());
-  Result s1 = gp(args + " --temperature 1 --seed 3", tmp_), s2 = gp(args + " --temperature 1 --seed 3", tmp_);
+  CliResult s1 = run_genperf(args + " --temperature 1 --seed 3", tmp_),
+            s2 = run_genperf(args + " --temperature 1 --seed 3", tmp_);
   EXPECT_EQ(Json::parse(s1.out).at("ids").dump(), Json::parse(s2.out).at("ids").dump());
 }
 
 TEST_F(Cli, EvalPplMcKlAndGguf) {
-  Result p = gp("eval ppl --model " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  CliResult p =
+      run_genperf("eval ppl --model " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
   ASSERT_EQ(p.code, 0) << p.err;
   const Json jp = Json::parse(p.out);
   EXPECT_GT(jp.at("ppl").as_number(), 1.0);
@@ -94,35 +84,35 @@ TEST_F(Cli, EvalPplMcKlAndGguf) {
   write_file_atomic(tmp_ / "tasks.jsonl",
                     "{\"context\": \"And God said\", \"choices\": [\", Let there be light\", \" unto Moses\"], \"gold\": 0}\n"
                     "{\"context\": \"In the beginning\", \"choices\": [\" God\", \" was the Word\", \" of days\"], \"gold\": 1}\n");
-  Result mc = gp("eval mc --model " + model() + " --tasks " + (tmp_ / "tasks.jsonl") + " --json", tmp_);
+  CliResult mc = run_genperf("eval mc --model " + model() + " --tasks " + (tmp_ / "tasks.jsonl") + " --json", tmp_);
   ASSERT_EQ(mc.code, 0) << mc.err;
   EXPECT_EQ(Json::parse(mc.out).at("n").as_int(), 2);
 
-  Result kl = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  CliResult kl = run_genperf("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
   ASSERT_EQ(kl.code, 0) << kl.err;
   EXPECT_LT(Json::parse(kl.out).at("kl_mean").as_number(), 1e-9);
   // An f16 cache against the f32 one (the reference's default): close, but not the same.
-  Result klh = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
+  CliResult klh = run_genperf("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
                       " --ctx 64 --json --kv-type f16", tmp_);
   ASSERT_EQ(klh.code, 0) << klh.err;
   const double kl16 = Json::parse(klh.out).at("kl_mean").as_number();
   EXPECT_GT(kl16, 1e-12);
   EXPECT_LT(kl16, 1e-4);
-  Result klhh = gp("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
+  CliResult klhh = run_genperf("eval kl --model " + model() + " --ref " + model() + " --text " + (*dir_ / "eval.txt") +
                        " --ctx 64 --json --kv-type f16 --ref-kv-type f16", tmp_);
   ASSERT_EQ(klhh.code, 0) << klhh.err;
   EXPECT_LT(Json::parse(klhh.out).at("kl_mean").as_number(), 1e-9);
 
   // The same model as GGUF (tokenizer in its metadata) scores the same.
-  Result cv = gp("convert --model " + model() + " --out " + (tmp_ / "m.gguf"), tmp_);
+  CliResult cv = run_genperf("convert --model " + model() + " --out " + (tmp_ / "m.gguf"), tmp_);
   ASSERT_EQ(cv.code, 0) << cv.err;
-  Result pg = gp("eval ppl --model " + (tmp_ / "m.gguf") + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
+  CliResult pg = run_genperf("eval ppl --model " + (tmp_ / "m.gguf") + " --text " + (*dir_ / "eval.txt") + " --ctx 64 --json", tmp_);
   ASSERT_EQ(pg.code, 0) << pg.err;
   EXPECT_NEAR(Json::parse(pg.out).at("ppl").as_number(), jp.at("ppl").as_number(), 1e-4 * jp.at("ppl").as_number());
 }
 
 TEST_F(Cli, BenchInferJson) {
-  Result r = gp("bench infer --model random:tiny --dtype bf16 --reps 2 --decode-tokens 4 --prefill 16,48 --decode-prompt 20 --no-peaks --json --out " +
+  CliResult r = run_genperf("bench infer --model random:tiny --dtype bf16 --reps 2 --decode-tokens 4 --prefill 16,48 --decode-prompt 20 --no-peaks --json --out " +
                 (tmp_ / "b.json"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
   const Json j = Json::parse(r.out);
@@ -204,7 +194,7 @@ std::string damaged_copy(const std::string& src, const TempDir& tmp) {
   return dst;
 }
 
-void expect_clean_failure(const Result& r, const std::string& names) {
+void expect_clean_failure(const CliResult& r, const std::string& names) {
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find(names), std::string::npos) << "error should name " << names << ": " << r.err;
   EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
@@ -215,7 +205,7 @@ TEST_F(Cli, BadInputGivesClearErrors) {
   {  // truncated safetensors
     const std::string d = damaged_copy(model(), tmp_);
     fs::resize_file(d + "/model.safetensors", fs::file_size(d + "/model.safetensors") / 2);
-    expect_clean_failure(gp("eval ppl --model " + d + " --text " + text, tmp_), "model.safetensors");
+    expect_clean_failure(run_genperf("eval ppl --model " + d + " --text " + text, tmp_), "model.safetensors");
     fs::remove_all(d);
   }
   {  // unknown architecture
@@ -223,36 +213,37 @@ TEST_F(Cli, BadInputGivesClearErrors) {
     std::string cfg = read_text_file(d + "/config.json");
     cfg.replace(cfg.find("LlamaForCausalLM"), 16, "GPTNeoXForCausalLM");
     write_file_atomic(d + "/config.json", cfg);
-    expect_clean_failure(gp("info --model " + d, tmp_), "config.json");
+    expect_clean_failure(run_genperf("info --model " + d, tmp_), "config.json");
     fs::remove_all(d);
   }
   {  // malformed config JSON
     const std::string d = damaged_copy(model(), tmp_);
     write_file_atomic(d + "/config.json", "{\"vocab_size\": 12,");
-    expect_clean_failure(gp("info --model " + d, tmp_), "config.json");
+    expect_clean_failure(run_genperf("info --model " + d, tmp_), "config.json");
     fs::remove_all(d);
   }
   {  // truncated tokenizer
     const std::string d = damaged_copy(model(), tmp_);
     fs::resize_file(d + "/tokenizer.model", 100);
-    expect_clean_failure(gp("generate --model " + d + " --prompt hi", tmp_), "tokenizer.model");
+    expect_clean_failure(run_genperf("generate --model " + d + " --prompt hi", tmp_), "tokenizer.model");
     fs::remove_all(d);
   }
   {  // truncated GGUF
-    ASSERT_EQ(gp("convert --model " + model() + " --out " + (tmp_ / "t.gguf"), tmp_).code, 0);
+    ASSERT_EQ(run_genperf("convert --model " + model() + " --out " + (tmp_ / "t.gguf"), tmp_).code, 0);
     fs::resize_file(tmp_ / "t.gguf", fs::file_size(tmp_ / "t.gguf") - 1000);
-    expect_clean_failure(gp("info --model " + (tmp_ / "t.gguf"), tmp_), "t.gguf");
+    expect_clean_failure(run_genperf("info --model " + (tmp_ / "t.gguf"), tmp_), "t.gguf");
   }
   // --ctx beyond the model's context; missing files; bad option values.
-  expect_clean_failure(gp("eval ppl --model " + model() + " --text " + text + " --ctx 100000", tmp_), "--ctx");
-  expect_clean_failure(gp("eval ppl --model " + model() + " --text " + (tmp_ / "nope.txt"), tmp_), "nope.txt");
-  expect_clean_failure(gp("info --model " + (tmp_ / "missing"), tmp_), "missing");
-  expect_clean_failure(gp("generate --model " + model(), tmp_), "--prompt");
-  expect_clean_failure(gp("generate --model " + model() + " --prompt x --max-tokens lots", tmp_), "--max-tokens");
+  expect_clean_failure(run_genperf("eval ppl --model " + model() + " --text " + text + " --ctx 100000", tmp_), "--ctx");
+  expect_clean_failure(run_genperf("eval ppl --model " + model() + " --text " + (tmp_ / "nope.txt"), tmp_), "nope.txt");
+  expect_clean_failure(run_genperf("info --model " + (tmp_ / "missing"), tmp_), "missing");
+  expect_clean_failure(run_genperf("generate --model " + model(), tmp_), "--prompt");
+  expect_clean_failure(run_genperf("generate --model " + model() + " --prompt x --max-tokens lots", tmp_),
+                       "--max-tokens");
   // A failed conversion leaves no output file behind.
   const std::string d = damaged_copy(model(), tmp_);
   fs::resize_file(d + "/model.safetensors", 64);
-  EXPECT_EQ(gp("convert --model " + d + " --out " + (tmp_ / "out.gguf"), tmp_).code, 1);
+  EXPECT_EQ(run_genperf("convert --model " + d + " --out " + (tmp_ / "out.gguf"), tmp_).code, 1);
   EXPECT_FALSE(fs::exists(tmp_ / "out.gguf"));
   for (const auto& e : fs::directory_iterator(tmp_.path()))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
@@ -275,26 +266,26 @@ TEST_F(Cli, TrainStopResumeAndFinetune) {
   const std::string common = "train --text " + train + " --vocab-size 400 --shape tiny --seq 32 --batch 4 --steps 6 "
                              "--lr 3e-3 --warmup 1 --eval-every 3 --save-every 2 --threads 2 --dtype f32 --out ";
   // Uninterrupted, and stopped at step 3 then resumed: the same losses, bit for bit.
-  Result whole = gp(common + (tmp_ / "whole") + " --json", tmp_);
+  CliResult whole = run_genperf(common + (tmp_ / "whole") + " --json", tmp_);
   ASSERT_EQ(whole.code, 0) << whole.err;
   EXPECT_EQ(Json::parse(whole.out).at("step").as_number(), 6);
-  Result first = gp(common + (tmp_ / "split") + " --stop-at 3", tmp_);
+  CliResult first = run_genperf(common + (tmp_ / "split") + " --stop-at 3", tmp_);
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_FALSE(fs::exists(tmp_ / "split/model.safetensors"));  // not finished: no model yet
-  Result rest = gp(common + (tmp_ / "split") + " --resume", tmp_);
+  CliResult rest = run_genperf(common + (tmp_ / "split") + " --resume", tmp_);
   ASSERT_EQ(rest.code, 0) << rest.err;
   const auto a = logged_losses(tmp_ / "whole/train_log.jsonl"), b = logged_losses(tmp_ / "split/train_log.jsonl");
   ASSERT_EQ(a.size(), 6u);
   EXPECT_EQ(a, b);
   // The exported model serves: perplexity on held-out text, generation.
-  Result ppl = gp("eval ppl --model " + (tmp_ / "whole") + " --text " + (*dir_ / "eval.txt") + " --ctx 32 --json", tmp_);
+  CliResult ppl = run_genperf("eval ppl --model " + (tmp_ / "whole") + " --text " + (*dir_ / "eval.txt") + " --ctx 32 --json", tmp_);
   ASSERT_EQ(ppl.code, 0) << ppl.err;
   EXPECT_GT(Json::parse(ppl.out).at("ppl").as_number(), 1.0);
 
   // Fine-tuning on prompt/response records.
   write_file_atomic(tmp_ / "qa.jsonl", "{\"prompt\": \"Who made the light?\", \"response\": \" God.\"}\n"
                                        "{\"prompt\": \"Where was the garden?\", \"response\": \" In Eden.\"}\n");
-  Result ft = gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") +
+  CliResult ft = run_genperf("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") +
                      " --seq 32 --batch 2 --steps 3 --lr 1e-3 --json --out " + (tmp_ / "ft"), tmp_);
   ASSERT_EQ(ft.code, 0) << ft.err;
   EXPECT_TRUE(fs::exists(tmp_ / "ft/model.safetensors"));
@@ -303,13 +294,13 @@ TEST_F(Cli, TrainStopResumeAndFinetune) {
 
   // Bad input: a cut-short state, a malformed record, a missing state, a record too long.
   fs::resize_file(tmp_ / "split/train_state.safetensors", fs::file_size(tmp_ / "split/train_state.safetensors") / 2);
-  expect_clean_failure(gp(common + (tmp_ / "split") + " --resume", tmp_), "train_state.safetensors");
+  expect_clean_failure(run_genperf(common + (tmp_ / "split") + " --resume", tmp_), "train_state.safetensors");
   write_file_atomic(tmp_ / "bad.jsonl", "{\"prompt\": \"x\", \"response\": \" y\"}\n{\"prompt\": 3}\n");
-  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "bad.jsonl") + " --out " + (tmp_ / "ft2"), tmp_),
+  expect_clean_failure(run_genperf("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "bad.jsonl") + " --out " + (tmp_ / "ft2"), tmp_),
                        "bad.jsonl:2");
-  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --batch 2 --seq 32 --resume --out " + (tmp_ / "ft3"), tmp_),
+  expect_clean_failure(run_genperf("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --batch 2 --seq 32 --resume --out " + (tmp_ / "ft3"), tmp_),
                        "train_state.safetensors");
-  expect_clean_failure(gp("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --seq 4 --out " + (tmp_ / "ft4"), tmp_),
+  expect_clean_failure(run_genperf("finetune --model " + (tmp_ / "whole") + " --data " + (tmp_ / "qa.jsonl") + " --seq 4 --out " + (tmp_ / "ft4"), tmp_),
                        "qa.jsonl:1");
 }
 

@@ -16,20 +16,13 @@
 #include "genperf/rng.h"
 
 using namespace genperf;
+using genperf::testing::CliResult;
 using genperf::testing::run_command;
+using genperf::testing::run_genperf;
 using genperf::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::string kGenperf = std::string(GENPERF_BINARY_DIR) + "/genperf";
-
-int gp(const std::string& args, const TempDir& tmp, std::string* err = nullptr) {
-  const std::string err_file = tmp / "stderr.txt";
-  const int code = run_command(kGenperf + " " + args + " 2>" + err_file + " >/dev/null");
-  if (err) *err = read_text_file(err_file);
-  return code;
-}
 
 TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   TempDir tmp("srcli");
@@ -55,10 +48,10 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   write_fits(tmp / "in.fits", {in});
 
   const std::string common = " --model " + (tmp / "model") + " --steps 3 --samples 2 --tile 16 --seed 7";
-  ASSERT_EQ(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out.fits") + common + " --threads 1 --preview " +
-                   (tmp / "preview.png"),
-               tmp),
-            0);
+  CliResult r = run_genperf("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out.fits") + common +
+                                " --threads 1 --preview " + (tmp / "preview.png"),
+                            tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
   const PngImage preview = read_png(tmp / "preview.png");
   EXPECT_EQ(preview.w, 40);
   EXPECT_EQ(preview.h, 24);
@@ -97,7 +90,8 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
             0)
       << out;
   // The same bytes with two threads.
-  ASSERT_EQ(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out2.fits") + common + " --threads 2", tmp), 0);
+  r = run_genperf("sr upscale " + (tmp / "in.fits") + " " + (tmp / "out2.fits") + common + " --threads 2", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
   const FitsImage mean2 = read_fits(tmp / "out2.fits");
   ASSERT_EQ(mean2.pixels.size(), mean.pixels.size());
   EXPECT_EQ(std::memcmp(mean2.pixels.data(), mean.pixels.data(), mean.pixels.size() * sizeof(double)), 0);
@@ -106,22 +100,24 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   std::vector<double> gray(size_t(12 * 20));
   for (size_t i = 0; i < gray.size(); ++i) gray[i] = 0.2 + 0.6 * std::abs(std::sin(0.1 * double(i)));
   write_png_gray(tmp / "in.png", 12, 20, gray, 16);
-  ASSERT_EQ(gp("sr upscale " + (tmp / "in.png") + " " + (tmp / "png.fits") + common, tmp), 0);
+  r = run_genperf("sr upscale " + (tmp / "in.png") + " " + (tmp / "png.fits") + common, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(read_fits(tmp / "png.fits").width, 40);
 
   // Bad input: a clear error, a non-zero exit, no output.
-  std::string err;
-  EXPECT_NE(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "bad.fits") + common + " --scale 4", tmp, &err), 0);
-  EXPECT_NE(err.find("trained for 2"), std::string::npos) << err;
+  r = run_genperf("sr upscale " + (tmp / "in.fits") + " " + (tmp / "bad.fits") + common + " --scale 4", tmp);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("trained for 2"), std::string::npos) << r.err;
   const std::string bytes = genperf::testing::read_bytes(tmp / "in.fits");
   write_file_atomic(tmp / "cut.fits", bytes.substr(0, 4000));
-  EXPECT_NE(gp("sr upscale " + (tmp / "cut.fits") + " " + (tmp / "bad.fits") + common, tmp, &err), 0);
-  EXPECT_NE(err.find("cut.fits"), std::string::npos) << err;
-  EXPECT_NE(gp("sr upscale " + (tmp / "in.fits") + " " + (tmp / "bad.fits") + " --model " + (tmp / "model") +
-                   " --tile 32",
-               tmp, &err),
-            0);
-  EXPECT_NE(err.find("smaller than one tile"), std::string::npos) << err;
+  r = run_genperf("sr upscale " + (tmp / "cut.fits") + " " + (tmp / "bad.fits") + common, tmp);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("cut.fits"), std::string::npos) << r.err;
+  r = run_genperf("sr upscale " + (tmp / "in.fits") + " " + (tmp / "bad.fits") + " --model " + (tmp / "model") +
+                      " --tile 32",
+                  tmp);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("smaller than one tile"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(tmp / "bad.fits"));
 }
 

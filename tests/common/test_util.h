@@ -1,5 +1,5 @@
-// Helpers shared by the tests: temporary directories, running a command, reading raw floats,
-// token ids for a reference script's command line.
+// Helpers shared by the tests: temporary directories, running a command or the genperf binary,
+// reading raw floats, token ids for a reference script's command line.
 #pragma once
 #include <unistd.h>
 
@@ -54,6 +54,24 @@ inline int run_command(const std::string& cmd, std::string* out = nullptr) {
   const int status = pclose(f);
   if (out) *out = s;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The genperf binary of this build.
+inline const std::string kGenperf = std::string(GENPERF_BINARY_DIR) + "/genperf";
+
+// What a run of the genperf binary gave: its exit status, standard output and standard error.
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+// Runs `genperf args`, its standard error through tmp / "stderr.txt".
+inline CliResult run_genperf(const std::string& args, const TempDir& tmp) {
+  CliResult r;
+  const std::string err_file = tmp / "stderr.txt";
+  r.code = run_command(kGenperf + " " + args + " 2>" + err_file, &r.out);
+  r.err = read_bytes(err_file);
+  return r;
 }
 
 inline std::vector<float> read_floats(const std::string& path) {

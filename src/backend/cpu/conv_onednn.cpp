@@ -22,8 +22,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -119,15 +117,8 @@ ConvKey key_of(const ConvShape& s, Pass pass, bool bias) {
 Conv cached_conv(const ConvKey& key) {
   onednn_engine();  // applies the ISA cap before any other oneDNN call
   onednn_set_threads();
-  static std::mutex mu;
-  static std::map<ConvKey, Conv> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 512) cache.clear();  // bounds memory when image sizes vary widely
-    it = cache.emplace(key, make_conv(key)).first;
-  }
-  return it->second;
+  static OnednnCache<ConvKey, Conv> cache(make_conv);
+  return cache.get(key);
 }
 
 // The calling thread's buffer of at least n floats, one per slot, kept between calls and only

@@ -19,8 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
@@ -83,15 +81,8 @@ Matmul make_matmul(const MatmulKey& k) {
 
 // The one cache of the backend's matmul primitives (linear and the training GEMMs).
 Matmul cached_matmul(const MatmulKey& key) {
-  static std::mutex mu;
-  static std::map<MatmulKey, Matmul> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 512) cache.clear();  // bounds memory when prompt lengths vary widely
-    it = cache.emplace(key, make_matmul(key)).first;
-  }
-  return it->second;
+  static OnednnCache<MatmulKey, Matmul> cache(make_matmul);
+  return cache.get(key);
 }
 
 void execute(const dnnl::matmul& prim, const MatmulKey& k, const void* src, const void* wei,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
@@ -12,6 +13,21 @@
 #include "io/safetensors.h"
 
 namespace genperf::sr {
+namespace {
+
+// buf's data, grown to at least n values and never shrunk. The loss and the sampler keep their
+// buffers per thread from call to call (fresh ones at every training step are zeroed and faulted
+// in) and write all they read.
+template <typename F>
+F* grown(std::vector<F>& buf, size_t n) {
+  if (buf.size() < n) {
+    buf.clear();  // no copy of the old contents on growth
+    buf.resize(n);
+  }
+  return buf.data();
+}
+
+}  // namespace
 
 Schedule Schedule::make(const std::string& kind, int64_t T) {
   GP_CHECK(T >= 1, "[diffusion] ", T, " timesteps: expected at least 1");
@@ -43,25 +59,28 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
   GP_CHECK(T == net.config().timesteps, "[diffusion] a schedule of ", T, " steps for a model of ",
            net.config().timesteps);
   const bool v_pred = net.config().prediction == "v";
-  std::vector<F> xt(static_cast<size_t>(n)), target(static_cast<size_t>(n)), input(static_cast<size_t>(2 * n)),
-      t(static_cast<size_t>(B));
+  thread_local std::vector<F> xt_buf, target_buf, input_buf, t_buf, dpred_buf;  // see grown()
+  F* const xt = grown(xt_buf, size_t(n));
+  F* const target = grown(target_buf, size_t(n));
+  F* const input = grown(input_buf, size_t(2 * n));
+  F* const t = grown(t_buf, size_t(B));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t step = std::min<int64_t>(int64_t(rng.uniform() * double(T)), T - 1);
-    t[size_t(b)] = F(step);
+    t[b] = F(step);
     const double a = s.abar[size_t(step)], sa = std::sqrt(a), sn = std::sqrt(1 - a);
     for (int64_t i = b * per; i < (b + 1) * per; ++i) {
       const double eps = rng.normal(), x = double(x0[i]);
-      xt[size_t(i)] = F(sa * x + sn * eps);
-      target[size_t(i)] = F(v_pred ? sa * eps - sn * x : eps);
+      xt[i] = F(sa * x + sn * eps);
+      target[i] = F(v_pred ? sa * eps - sn * x : eps);
     }
   }
-  ops::concat_channels_forward(input.data(), xt.data(), cond, B * H * W, C, C);
-  const F* pred = net.forward(input.data(), t.data(), B, H, W, backward);
-  const double loss = ops::mse_forward(pred, target.data(), n);
+  ops::concat_channels_forward(input, xt, cond, B * H * W, C, C);
+  const F* pred = net.forward(input, t, B, H, W, backward);
+  const double loss = ops::mse_forward(pred, target, n);
   if (backward) {
-    std::vector<F> dpred(static_cast<size_t>(n));
-    ops::mse_backward(dpred.data(), pred, target.data(), n, 1.0);
-    net.backward(dpred.data());
+    F* const dpred = grown(dpred_buf, size_t(n));
+    ops::mse_backward(dpred, pred, target, n, 1.0);
+    net.backward(dpred);
   }
   return loss;
 }
@@ -102,22 +121,27 @@ void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, in
   GP_CHECK(int64_t(seeds.size()) == B, "[sample] ", seeds.size(), " seeds for ", B, " tiles");
   const int64_t per = H * W * c.channels, n = B * per;
   const double eta = o.effective_eta();
-  std::vector<Rng> rng;
+  // The calling thread's buffers (see grown()): on_step must not sample on this thread.
+  thread_local std::vector<Rng> rng;
+  thread_local std::vector<F> input_buf, t_buf, z_buf;
+  rng.clear();
   for (uint64_t seed : seeds) rng.emplace_back(seed);
   auto noise = [&](F* z) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = b * per; i < (b + 1) * per; ++i) z[i] = F(rng[size_t(b)].normal());
   };
   noise(x0);
-  std::vector<F> input(static_cast<size_t>(2 * n)), t(static_cast<size_t>(B)), z(eta > 0 ? size_t(n) : 0);
+  F* const input = grown(input_buf, size_t(2 * n));
+  F* const t = grown(t_buf, size_t(B));
+  F* const z = eta > 0 ? grown(z_buf, size_t(n)) : nullptr;
   const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.steps);
   for (size_t k = 0; k < steps.size(); ++k) {
-    std::fill(t.begin(), t.end(), F(steps[k]));
-    ops::concat_channels_forward(input.data(), x0, cond, B * H * W, c.channels, c.channels);
-    const F* pred = net.forward(input.data(), t.data(), B, H, W, false);
+    std::fill_n(t, B, F(steps[k]));
+    ops::concat_channels_forward(input, x0, cond, B * H * W, c.channels, c.channels);
+    const F* pred = net.forward(input, t, B, H, W, false);
     const double a = s.abar[size_t(steps[k])], a_prev = k + 1 < steps.size() ? s.abar[size_t(steps[k + 1])] : 1.0;
-    if (eta > 0 && a_prev < 1) noise(z.data());
-    ddim_update(x0, pred, z.empty() ? nullptr : z.data(), n, a, a_prev, eta, c.prediction == "v");
+    if (eta > 0 && a_prev < 1) noise(z);
+    ddim_update(x0, pred, z, n, a, a_prev, eta, c.prediction == "v");
     if (on_step) on_step(int64_t(k));
   }
 }
