@@ -34,13 +34,24 @@ def main():
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--crops", type=int, default=32)
     p.add_argument("--out", default="/tmp/sr-quant")
+    p.add_argument("--reuse", action="store_true",
+                   help="reuse the map, models and evaluations an earlier run left in --out")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     g = a.genperf
     prefix = os.path.join(a.out, "map")
+    def cached(path, cmd):  # a command's JSON record, kept beside its outputs
+        if a.reuse and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        rec = run_json(cmd)
+        with open(path, "w") as f:
+            json.dump(rec, f)
+        return rec
+
     print(f"sensitivity map on {a.calib} ...", file=sys.stderr)
-    run_json([g, "sensitivity", "--model", a.model, "--calib", a.calib, "--formats", a.formats,
-              "--crops", str(a.crops), "--out", prefix, "--json"])
+    cached(prefix + ".run.json", [g, "sensitivity", "--model", a.model, "--calib", a.calib, "--formats", a.formats,
+                                  "--crops", str(a.crops), "--out", prefix, "--json"])
 
     variants = [("f32", a.model, None)]
     for b in a.budgets.split(","):
@@ -52,11 +63,15 @@ def main():
     rows = []
     for name, path, recipe in variants:
         q = None
+        tag = name.replace(":", "-").replace("@", "-")
         if recipe:
-            subprocess.run(["rm", "-rf", path], check=True)
-            q = run_json([g, "quantize", "--model", a.model, "--out", path, "--calib", a.calib, "--json"] + recipe)
+            qrec = os.path.join(a.out, tag + ".quantize.json")
+            if not (a.reuse and os.path.exists(qrec)):
+                subprocess.run(["rm", "-rf", path], check=True)
+            q = cached(qrec, [g, "quantize", "--model", a.model, "--out", path, "--calib", a.calib, "--json"] + recipe)
         print(f"sr eval {name} ...", file=sys.stderr)
-        e = run_json([g, "sr", "eval", "--model", path, "--data", a.data, "--samples", str(a.samples), "--json"])
+        e = cached(os.path.join(a.out, tag + ".eval.json"),
+                   [g, "sr", "eval", "--model", path, "--data", a.data, "--samples", str(a.samples), "--json"])
         rows.append((name, q, e))
 
     base = rows[0][2]["maps"]
@@ -72,7 +87,7 @@ def main():
         cells = [name]
         if q:
             cells += ["%.2f" % q["bpw"], "%.3f" % (q["total_bytes"] / 1e6)]
-            kl = q.get("allocation", {}).get("kl")
+            kl = (q.get("allocation") or {}).get("kl")
             cells.append("%.3g" % kl if kl is not None else "")
         else:
             cells += ["32", "", "0"]

@@ -118,6 +118,10 @@ std::string sensitivity_json(const SensitivityMap& m) {
       {"notes", Json(std::move(notes))},
       {"tensors", Json(std::move(tensors))},
       {"entries", Json(std::move(entries))}};
+  if (m.metric != "kl") {  // a perplexity only for token losses
+    Json::Object& o = j.as_object();
+    o.erase(std::remove_if(o.begin(), o.end(), [](const auto& kv) { return kv.first == "reference_ppl"; }), o.end());
+  }
   return j.dump(1) + "\n";
 }
 
