@@ -320,6 +320,13 @@ void add_image_cases(std::vector<Case>& out) {
     chunks.fd = false;  // differences of a loss this long drown in its rounding; n=1001 checks them
     add_family(out, "n=65539 (two chunks)", chunks);
   }
+  // Last, so that the cases above keep their seeds (case_seed: the base seed and the position).
+  GroupNorm blocks;  // several blocks of pixels per image, the last partial; 40 channels
+  blocks.B = 2, blocks.HW = 307, blocks.C = 40, blocks.G = 8;
+  add_family(out, "B=2 HW=307 C=40 G=8 (blocks of pixels)", blocks);
+  Silu threads;
+  threads.n = 40003;  // split among threads
+  add_family(out, "n=40003", threads);
 }
 
 }  // namespace genperf::bench::harness

@@ -209,6 +209,60 @@ void add_conv(std::vector<PerfCase>& v, int64_t H, int64_t C) {
                  }});
 }
 
+// The SR UNet's group norm and SiLU on a batch of B images of H x H pixels and C channels
+// (bench sr's default batch at one level of the default UNet), forward and backward.
+void add_norm_act(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C, int64_t G) {
+  const int64_t HW = H * H, n = B * HW * C;
+  const std::string p = "unet B=" + std::to_string(B) + " " + std::to_string(H) + "x" + std::to_string(H) +
+                        " C=" + std::to_string(C);
+  // x, dout, gamma, beta and the outputs of one case; x has a mean away from 0, as after a conv.
+  struct Bufs {
+    std::vector<float> x, g, gamma, beta, y, mean, rstd, dgamma, dbeta;
+  };
+  const auto make = [=] {
+    Rng rng(14);
+    auto b = std::make_shared<Bufs>();
+    b->x = harness::to_float(harness::randn(rng, size_t(n), 2.0));
+    for (float& e : b->x) e += 0.5f;
+    b->g = harness::to_float(harness::randn(rng, size_t(n), 0.01));
+    b->gamma = harness::to_float(harness::randn(rng, size_t(C)));
+    b->beta = harness::to_float(harness::randn(rng, size_t(C)));
+    b->y.resize(size_t(n));
+    b->mean.resize(size_t(B * G)), b->rstd.resize(size_t(B * G));
+    b->dgamma.resize(size_t(C)), b->dbeta.resize(size_t(C));
+    return b;
+  };
+  for (bool bwd : {false, true}) {
+    v.push_back({bwd ? "group_norm_backward" : "group_norm_forward", p + " G=" + std::to_string(G), false, {},
+                 bwd ? ops::group_norm_backward_cost(B, HW, C) : ops::group_norm_forward_cost(B, HW, C), [=] {
+                   auto b = make();
+                   ops::group_norm_forward(b->y.data(), b->mean.data(), b->rstd.data(), b->x.data(), b->gamma.data(),
+                                           b->beta.data(), B, HW, C, G, 1e-5);
+                   return std::function<void()>([=] {
+                     if (bwd)
+                       ops::group_norm_backward(b->y.data(), b->dgamma.data(), b->dbeta.data(), b->g.data(),
+                                                b->x.data(), b->gamma.data(), b->mean.data(), b->rstd.data(), B, HW,
+                                                C, G);
+                     else
+                       ops::group_norm_forward(b->y.data(), b->mean.data(), b->rstd.data(), b->x.data(),
+                                               b->gamma.data(), b->beta.data(), B, HW, C, G, 1e-5);
+                   });
+                 }});
+  }
+  for (bool bwd : {false, true}) {
+    v.push_back({bwd ? "silu_backward" : "silu_forward", p, false, {},
+                 bwd ? ops::silu_backward_cost(n) : ops::silu_forward_cost(n), [=] {
+                   auto b = make();
+                   return std::function<void()>([=] {
+                     if (bwd)
+                       ops::silu_backward(b->y.data(), b->g.data(), b->x.data(), n);
+                     else
+                       ops::silu_forward(b->y.data(), b->x.data(), n);
+                   });
+                 }});
+  }
+}
+
 std::vector<PerfCase> perf_cases(bool tiny) {
   std::vector<PerfCase> v;
   if (tiny) {
@@ -218,6 +272,7 @@ std::vector<PerfCase> perf_cases(bool tiny) {
     add_attention(v, t, 8, 8, DType::F32);
     add_train(v, t, 32, 16);
     add_conv(v, 8, 8);
+    add_norm_act(v, 2, 8, 8, 4);
     return v;
   }
   const Dims small{256, 768, 8, 4, 4096, "default"}, big{768, 2048, 12, 12, 32000, "110m"};
@@ -231,6 +286,8 @@ std::vector<PerfCase> perf_cases(bool tiny) {
   }
   add_conv(v, 64, 64);
   add_conv(v, 32, 128);
+  add_norm_act(v, 8, 64, 32, 8);
+  add_norm_act(v, 8, 32, 64, 8);
   return v;
 }
 

@@ -33,7 +33,8 @@ struct GnCase {
 
 TEST(ImageOps, GroupNorm) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  for (const GnCase k : {GnCase{1, 1, 1, 4, 1}, {2, 3, 5, 6, 3}, {2, 4, 4, 16, 4}, {1, 2, 3, 7, 7}}) {
+  for (const GnCase k : {GnCase{1, 1, 1, 4, 1}, {2, 3, 5, 6, 3}, {2, 4, 4, 16, 4}, {1, 2, 3, 7, 7},
+                          {2, 37, 29, 40, 8}}) {
     const int64_t HW = k.H * k.W, n = k.B * HW * k.C, Cg = k.C / k.G;
     Rng r(kSeed + uint64_t(n));
     auto x = randn(r, size_t(n), 2.0), gamma = randn(r, size_t(k.C)), beta = randn(r, size_t(k.C));
@@ -575,5 +576,40 @@ TEST(ImageOps, SumsIndependentOfThreadCount) {
   for (size_t i = 1; i < loss.size(); ++i) {
     EXPECT_EQ(std::memcmp(&loss[i], &loss[0], sizeof(double)), 0) << "threads " << i + 1;
     EXPECT_EQ(de[i], de[0]) << "threads " << i + 1;
+  }
+}
+
+// Group norm (its statistics are sums over pixels) and SiLU give the same bits at any thread
+// count: the UNet's first level, channels that fill no SIMD register with a partial last block of
+// pixels, one image of few channels.
+TEST(ImageOps, NormAndSiluIndependentOfThreadCount) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  for (const GnCase k : {GnCase{2, 64, 64, 32, 8}, {1, 37, 29, 40, 8}, {1, 70, 90, 6, 3}}) {
+    const int64_t HW = k.H * k.W, n = k.B * HW * k.C;
+    Rng r(kSeed + uint64_t(n));
+    auto xd = randn(r, size_t(n), 2.0);
+    for (double& v : xd) v += 0.5;
+    const auto x = cast<float>(xd), gamma = cast<float>(randn(r, size_t(k.C))),
+               beta = cast<float>(randn(r, size_t(k.C))), G = cast<float>(randn(r, size_t(n)));
+    const int saved = num_threads();
+    std::vector<std::vector<float>> got;  // per thread count: y, mean, rstd, dx, dgamma, dbeta, silu, dsilu
+    for (int nt : {1, 2, 3, 4}) {
+      set_num_threads(nt);
+      const auto un = static_cast<size_t>(n);
+      std::vector<float> y(un), mean(static_cast<size_t>(k.B * k.G)), rstd(mean.size()), dx(un),
+          dg(size_t(k.C), 0.f), db(size_t(k.C), 0.f), s(un), ds(un);
+      group_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), k.B, HW, k.C, k.G,
+                         1e-5);
+      group_norm_backward(dx.data(), dg.data(), db.data(), G.data(), x.data(), gamma.data(), mean.data(),
+                          rstd.data(), k.B, HW, k.C, k.G);
+      silu_forward(s.data(), x.data(), n);
+      silu_backward(ds.data(), G.data(), x.data(), n);
+      for (auto* v : {&y, &mean, &rstd, &dx, &dg, &db, &s, &ds}) got.push_back(std::move(*v));
+    }
+    set_num_threads(saved);
+    const char* names[] = {"y", "mean", "rstd", "dx", "dgamma", "dbeta", "silu", "silu dx"};
+    for (size_t t = 1; t < 4; ++t)
+      for (size_t j = 0; j < 8; ++j)
+        EXPECT_EQ(got[t * 8 + j], got[j]) << names[j] << " C=" << k.C << ", threads " << t + 1;
   }
 }

@@ -1,6 +1,8 @@
 // The CPU kernels of the image ops (genperf/ops_image.h), templated on the float type: float for
 // the backend table, double for the float64 reference. Statistics and parameter gradients sum in
 // double, per image, and images are added in order, so results depend on nothing but the inputs.
+// Group norm and SiLU are here only as the reference (double); their float path is vectorized
+// (image_ops_float.cpp).
 #include "backend/cpu/image_ops.h"
 
 #include <omp.h>
@@ -369,12 +371,6 @@ void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dl
 }
 
 #define GENPERF_IMAGE_OPS(F)                                                                      \
-  template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
-                                      int64_t, int64_t, double);                                  \
-  template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \
-                                       const F*, int64_t, int64_t, int64_t, int64_t);            \
-  template void silu_forward<F>(F*, const F*, int64_t);                                          \
-  template void silu_backward<F>(F*, const F*, const F*, int64_t);                               \
   template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);         \
   template void upsample2x_backward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);        \
   template void avgpool2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t);          \
@@ -392,5 +388,12 @@ void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dl
 GENPERF_IMAGE_OPS(float)
 GENPERF_IMAGE_OPS(double)
 #undef GENPERF_IMAGE_OPS
+template void group_norm_forward<double>(double*, double*, double*, const double*, const double*,
+                                         const double*, int64_t, int64_t, int64_t, int64_t, double);
+template void group_norm_backward<double>(double*, double*, double*, const double*, const double*,
+                                          const double*, const double*, const double*, int64_t,
+                                          int64_t, int64_t, int64_t);
+template void silu_forward<double>(double*, const double*, int64_t);
+template void silu_backward<double>(double*, const double*, const double*, int64_t);
 
 }  // namespace genperf::cpu

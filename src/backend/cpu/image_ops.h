@@ -35,6 +35,20 @@ template <typename F>
 void silu_forward(F* out, const F* x, int64_t n);
 template <typename F>
 void silu_backward(F* dx, const F* dout, const F* x, int64_t n);
+// The float path of group norm and SiLU: vectorized kernels of the ISA level (image_ops_float.cpp),
+// where the templates' bodies (image_ops.cpp) are the float64 reference.
+template <>
+void group_norm_forward<float>(float* out, float* mean, float* rstd, const float* x,
+                               const float* gamma, const float* beta, int64_t B, int64_t HW,
+                               int64_t C, int64_t G, double eps);
+template <>
+void group_norm_backward<float>(float* dx, float* dgamma, float* dbeta, const float* dout,
+                                const float* x, const float* gamma, const float* mean,
+                                const float* rstd, int64_t B, int64_t HW, int64_t C, int64_t G);
+template <>
+void silu_forward<float>(float* out, const float* x, int64_t n);
+template <>
+void silu_backward<float>(float* dx, const float* dout, const float* x, int64_t n);
 template <typename F>
 void upsample2x_forward(F* out, const F* x, int64_t B, int64_t H, int64_t W, int64_t C);
 template <typename F>

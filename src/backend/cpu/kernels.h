@@ -119,6 +119,26 @@ struct Kernels {
                        const AdamWStep& s);
   // Sum of squares, accumulated in double.
   double (*sum_squares)(const float* x, int64_t n);
+
+  // The kernels of the image ops' float path (image_ops_float.cpp).
+  // out[i] = x[i] sigmoid(x[i]) (out may be x).
+  void (*silu_row)(const float* x, float* out, int64_t n);
+  // dx[i] = d[i] s (1 + x[i] (1 - s)), s = sigmoid(x[i]) (dx may be d).
+  void (*silu_backward_row)(const float* x, const float* d, float* dx, int64_t n);
+  // Group norm's passes over a block x[P, C] of P pixels (rows of C channels); per-channel
+  // vectors have C entries. Moments: shift = the block's mean in float, s1 = sum(x - shift),
+  // s2 = sum((x - shift)^2), from which the caller combines blocks exactly (in double).
+  void (*group_norm_moments)(const float* x, int64_t P, int64_t C, float* shift, float* s1,
+                             float* s2);
+  // out = (x - mu) a + b, channel by channel (out may be x).
+  void (*group_norm_apply)(const float* x, const float* mu, const float* a, const float* b,
+                           int64_t P, int64_t C, float* out);
+  // The backward's sums: sd = sum(d), sdx = sum(d (x - mu)).
+  void (*group_norm_grad_sums)(const float* x, const float* d, const float* mu, int64_t P,
+                               int64_t C, float* sd, float* sdx);
+  // dx = a d - ((x - mu) e + b), channel by channel (dx may be d).
+  void (*group_norm_dx)(const float* x, const float* d, const float* mu, const float* a,
+                        const float* e, const float* b, int64_t P, int64_t C, float* dx);
 };
 
 const Kernels& kernels_generic();

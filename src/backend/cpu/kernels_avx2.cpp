@@ -234,6 +234,12 @@ const Kernels& kernels_avx2() {
     t.silu_mul_backward_row = avx2::silu_mul_backward_row;
     t.adamw_update = avx2::adamw_update;
     t.sum_squares = avx2::sum_squares;
+    t.silu_row = avx2::silu_row;
+    t.silu_backward_row = avx2::silu_backward_row;
+    t.group_norm_moments = avx2::group_norm_moments;
+    t.group_norm_apply = avx2::group_norm_apply;
+    t.group_norm_grad_sums = avx2::group_norm_grad_sums;
+    t.group_norm_dx = avx2::group_norm_dx;
     return t;
   }();
   return k;

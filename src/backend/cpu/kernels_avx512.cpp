@@ -268,6 +268,12 @@ const Kernels& kernels_avx512() {
     t.silu_mul_backward_row = avx512::silu_mul_backward_row;
     t.adamw_update = avx512::adamw_update;
     t.sum_squares = avx512::sum_squares;
+    t.silu_row = avx512::silu_row;
+    t.silu_backward_row = avx512::silu_backward_row;
+    t.group_norm_moments = avx512::group_norm_moments;
+    t.group_norm_apply = avx512::group_norm_apply;
+    t.group_norm_grad_sums = avx512::group_norm_grad_sums;
+    t.group_norm_dx = avx512::group_norm_dx;
     return t;
   }();
   return k;
