@@ -161,6 +161,14 @@ def main():
     gpeak, err = run([a.genperf, "bench", "train", "--model", "random:tiny", "--seq", "16", "--batch", "1", "--reps", "1",
                       "--threads", str(a.threads), "--json"])
     peak_f32 = gpeak.get("gemm_peak_gflops_f32") if gpeak else None
+    # The host's memory bandwidth now (genperf's DRAM probe), and again after the rounds: the
+    # state of a shared host that the CPU-contention probe cannot see (another tenant's memory
+    # traffic slows torch's eager, allocation-heavy step more than genperf's; docs/BENCH_TRAIN.md).
+    def bandwidth():
+        rec, err = run([a.genperf, "bench", "infer", "--model", "random:default", "--reps", "1",
+                        "--threads", str(a.threads), "--json"])
+        return rec["machine"].get("bandwidth_gbs") if rec and "machine" in rec else None
+    bw = [bandwidth()]
     fatal, warnings = setup_warnings(probe, a.threads, peak_f32, a.min_matmul_fraction)
     print(setup_text(probe, peak_f32), file=sys.stderr)
     for w in fatal + warnings:
@@ -245,6 +253,7 @@ def main():
             row["cpu_contention"] = span(cont)
         rows.append(row)
 
+    bw.append(bandwidth())
     gprov = next((x[0]["provenance"] for x in (r["genperf"] for r in res.values()) if x), {})
     print(f"\nTraining steps, genperf ({a.attn} attention) vs PyTorch {torch_info['torch'] if torch_info else '?'} "
           f"(eager, explicit attention): {a.threads} threads, {a.rounds} alternating rounds x {a.reps} steps, "
@@ -252,6 +261,8 @@ def main():
     print(f"machine: {gprov.get('cpu', '?')} | isa {gprov.get('isa_path', '?')} | genperf {gprov.get('commit', '?')} "
           f"({gprov.get('build_type', '?')})")
     print(setup_text(probe, peak_f32))
+    print("memory bandwidth (genperf's probe, " + f"{a.threads} threads): "
+          + ", ".join("-" if x is None else f"{x:.0f} GB/s" for x in bw) + " before and after the rounds")
     if torch_info:
         flag = "  ** REFERENCE BLAS: torch f32 figures are not a fair baseline **" if torch_info["blas_reference"] else ""
         print(f"torch BLAS (f32 matmuls): {', '.join(torch_info['blas']) or '?'}{flag}")
@@ -296,6 +307,7 @@ def main():
                   "genperf_provenance": gprov, "python": platform.python_version(),
                   "torch": {k: torch_info[k] for k in ("torch", "blas", "blas_reference", "mkldnn")} if torch_info else None,
                   "torch_lib_dir": a.torch_lib_dir, "torch_setup": probe, "genperf_f32_peak_gflops": peak_f32,
+                  "bandwidth_gbs_before_after": bw,
                   "warnings": warnings, "load_average_before_rounds": loads,
                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows,
                   "runs": [{"shape": s, "precision": p, **{e: res[(s, p)][e] for e in ("genperf", "torch")}}

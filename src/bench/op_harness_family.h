@@ -49,9 +49,9 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
 inline const std::vector<double>& at(const Arrays& a, const std::string& k) { return a.at(k); }
 
 // Compares each float output with the float64 one (max |diff| / max |ref|).
-inline Checks compare(const Arrays& got, const Arrays& want, double tol) {
+inline Checks compare(const Arrays& got, const Arrays& want, double tol, double floor = 0) {
   Checks c;
-  for (const auto& [k, v] : want) c.push_back({k, "max rel", rel_error(got.at(k), v), tol});
+  for (const auto& [k, v] : want) c.push_back({k, "max rel", rel_error(got.at(k), v, floor), tol});
   return c;
 }
 
@@ -91,14 +91,18 @@ inline Check fd_check(const std::string& what, std::vector<double>& x, const std
 
 // Registers the three cases of a family. Fam: fwd_op, bwd_op, has_fwd(b), has_bwd(b),
 // make(rng) -> inputs, fwd<F>(b, in) -> outputs, bwd<F>(b, in, saved) -> gradients (saved: the
-// float64 forward's outputs), loss(in), fd_inputs (names x whose gradient is "d" + x), tolerances.
+// float64 forward's outputs), loss(in), fd_inputs (names x whose gradient is "d" + x), tolerances;
+// optionally fwd_scale(in), the least scale the forward's error is relative to (for outputs that
+// can cancel to near zero, the inputs' magnitude).
 template <typename Fam>
 void add_family(std::vector<Case>& out, const std::string& name, const Fam& f) {
   out.push_back({f.fwd_op, name, [f](const Backend& b) { return f.has_fwd(b); },
                  [f](const Backend& b, uint64_t seed) {
                    Rng r(seed);
                    const Arrays in = f.make(r);
-                   return compare(f.template fwd<float>(b, in), f.template fwd<double>(b, in), f.tol_fwd);
+                   double floor = 0;
+                   if constexpr (requires { f.fwd_scale(in); }) floor = f.fwd_scale(in);
+                   return compare(f.template fwd<float>(b, in), f.template fwd<double>(b, in), f.tol_fwd, floor);
                  }});
   out.push_back({f.bwd_op, name, [f](const Backend& b) { return f.has_bwd(b); },
                  [f](const Backend& b, uint64_t seed) {

@@ -1,5 +1,8 @@
 // The op harness's image cases (ops_image.h), as families (op_harness_family.h): odd sizes, one
 // pixel, channels that fill no SIMD register, every group count that divides them.
+#include <algorithm>
+#include <cmath>
+
 #include "bench/op_harness_family.h"
 
 namespace genperf::bench::harness {
@@ -209,6 +212,14 @@ struct ImageBias : Projected<ImageBias> {
   bool has_bwd(const Backend& b) const { return b.train.add_image_bias_backward; }
   Arrays make(Rng& r) const {
     return {{"x", randn(r, size_t(B * HW * C))}, {"e", randn(r, size_t(B * C))}, {"G", randn(r, size_t(B * HW * C))}};
+  }
+  // A sum can cancel to near zero; its float error is relative to the terms: 2^-24 for each
+  // input's rounding and for the sum's, at most 1.2e-7 of max |x| + max |e|.
+  double fwd_scale(const Arrays& in) const {
+    double mx = 0, me = 0;
+    for (double v : in.at("x")) mx = std::max(mx, std::fabs(v));
+    for (double v : in.at("e")) me = std::max(me, std::fabs(v));
+    return mx + me;
   }
   template <typename F>
   Arrays fwd(const Backend& b, const Arrays& in) const {
