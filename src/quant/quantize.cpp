@@ -122,6 +122,8 @@ QuantPlan recipe_plan(const Checkpoint& ck, const std::string& recipe, std::vect
     return plan;
   }
   if (recipe == "q4_k_m") {
+    GP_CHECK(family_of(ck).has_gguf(), "[quantize] recipe q4_k_m is llama.cpp's mix for language models; for a ",
+             family_of(ck).name(), " model (", ck.source, ") use uniform:<format> or auto");
     // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M (src/llama-quant.cpp, llama_tensor_get_type_impl):
     // default Q4_K; the output head, and the token embedding when it doubles as the head, Q6_K
     // (Q8_0 when the head's rows do not split into 256-blocks); attn_v and ffn_down Q6_K in the

@@ -87,6 +87,12 @@ TEST(SrFamily, QuantizedModelRoundTrip) {
   std::vector<std::string> notes;
   const QuantPlan plan = recipe_plan(ck, "uniform:q8_0", &notes);
   const Checkpoint q = quantize_checkpoint(ck, plan, {});
+  try {  // llama.cpp's LLM mix, quantize's default recipe, names what to use instead
+    recipe_plan(ck, "q4_k_m");
+    ADD_FAILURE() << "q4_k_m on an SR model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use uniform:<format> or auto"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(q.tensors.at("down.0.res.0.conv1.weight").dtype(), DType::Q8_0);
   EXPECT_EQ(q.tensors.at("time.fc1.weight").dtype(), DType::Q8_0);  // rows of 32
   try {
