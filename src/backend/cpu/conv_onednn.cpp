@@ -153,6 +153,19 @@ std::atomic<bool>& onednn_enabled() {
   return on;
 }
 
+// Runs run(c) on the cached primitive of k: false when oneDNN has none for the shape or fails.
+template <typename Run>
+bool with_conv(const ConvKey& k, Run run) {
+  const Conv c = cached_conv(k);
+  if (!c.prim) return false;
+  try {
+    run(c);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool conv_onednn_enabled() { return onednn_enabled().load(std::memory_order_relaxed); }
@@ -160,45 +173,39 @@ void set_conv_onednn_enabled(bool on) { onednn_enabled().store(on, std::memory_o
 
 bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
   const ConvKey k = key_of(s, Pass::Forward, bias != nullptr);
-  const Conv c = cached_conv(k);
-  if (!c.prim) return false;
-  try {
+  return with_conv(k, [&](const Conv& c) {
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
         {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
         {DNNL_ARG_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), out)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, user(dnnl::memory::desc({s.OC}, dt::f32, tag::x), bias));
     onednn_execute(*c.prim, args);
-  } catch (const dnnl::error&) { return false; }
-  return true;
+  });
 }
 
 bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ConvShape& s) {
   const ConvKey k = key_of(s, Pass::BackwardData, false);
-  const Conv c = cached_conv(k);
-  if (!c.prim) return false;
-  try {
+  return with_conv(k, [&](const Conv& c) {
     onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
                              {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
                              {DNNL_ARG_DIFF_SRC, user(activations(s.B, s.IC, s.H, s.W), dx)}});
-  } catch (const dnnl::error&) { return false; }
-  return true;
+  });
 }
 
 bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ConvShape& s) {
   const ConvKey k = key_of(s, Pass::BackwardWeights, false);
-  const Conv c = cached_conv(k);
-  if (!c.prim) return false;
   const int64_t n = s.OC * s.filter();
-  float* g = thread_buffer(1, size_t(n));  // diff weights in ohwi
-  try {
+  float* g = nullptr;  // diff weights in ohwi
+  const bool ok = with_conv(k, [&](const Conv& c) {
+    g = thread_buffer(1, size_t(n));
     float* gp = c.reorder ? thread_buffer(0, c.wei.get_size() / sizeof(float)) : g;
     onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
                              {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
                              {DNNL_ARG_DIFF_WEIGHTS, user(c.wei, gp)}});
     if (c.reorder)
       onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(c.wei, gp)}, {DNNL_ARG_TO, user(weights(k, tag::ohwi), g)}});
-  } catch (const dnnl::error&) { return false; }
+  });
+  if (!ok) return false;
 #pragma omp parallel for num_threads(n >= (1 << 16) ? num_threads() : 1) schedule(static)
   for (int64_t i = 0; i < n; ++i) dw[i] += g[i];
   return true;
