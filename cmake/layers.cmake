@@ -18,11 +18,12 @@ endfunction()
 # The public headers (include/genperf/) of each layer. A new public header must be placed here,
 # or the layer check fails and names it.
 set(GENPERF_PUBLIC_core dtype.h error.h fft.h fileio.h progress.h rng.h runtime.h tensor.h)
+set(GENPERF_PUBLIC_comm comm.h)
 set(GENPERF_PUBLIC_ops ops.h ops_cost.h ops_image.h ops_train.h)
 set(GENPERF_PUBLIC_io fits.h json.h png.h tokenizer.h)
 set(GENPERF_PUBLIC_models checkpoint.h diffusion.h llama.h llama_config.h model_family.h sr.h sr_model.h unet.h)
 set(GENPERF_PUBLIC_quant quantize.h sensitivity.h)
-set(GENPERF_PUBLIC_train sr_train.h train.h train_data.h trainer.h)
+set(GENPERF_PUBLIC_train dist.h sr_train.h train.h train_data.h trainer.h)
 set(GENPERF_PUBLIC_eval eval.h sr_eval.h sr_metrics.h)
 set(GENPERF_PUBLIC_bench bench.h bench_sr.h bench_train.h op_harness.h)
 set(GENPERF_PUBLIC_report report.h)

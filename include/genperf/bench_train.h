@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "genperf/bench.h"
+#include "genperf/dist.h"
 #include "genperf/train.h"
 
 namespace genperf {
@@ -14,6 +15,9 @@ struct TrainBenchOptions {
   std::optional<LoraConfig> lora;  // LoRA fine-tuning steps instead of full training
   int warmup = 1, reps = 3;
   uint64_t seed = 1;  // weights and tokens
+  // Across ranks (mpirun): each rank runs one micro-batch of `batch` sequences (its own random
+  // tokens) of a step whose global batch is ranks x batch (genperf/dist.h).
+  DistOptions dist;
 };
 
 struct TrainMemory {
@@ -33,11 +37,21 @@ struct TrainBenchResult {
   double flops_per_step = 0, gflops = 0;  // train_step_flops; achieved at the median
   TrainMemory memory;
   size_t peak_rss = 0;  // of the process, after the run
+  // Across ranks: ranks, sharding, bytes this rank sent per step, seconds it waited on
+  // communication per step (median over the timed steps), and its model-state bytes.
+  int ranks = 1;
+  ShardMode shard = ShardMode::None;
+  bool overlap = true;
+  double comm_bytes_per_step = 0;
+  Stats comm_wait_seconds;
+  ModelStateBytes model_state;
   Json to_json() const;
 };
 
-// Times full training steps (train_step with one micro-batch, clipping at 1.0) of a randomly
-// initialized model of config c on random tokens (LoRA steps when o.lora is set). MFU is gflops over a measured GEMM peak.
+// Times full training steps (one micro-batch a rank, clipping at 1.0; DataParallel::step, which
+// on one rank is train_step) of a randomly initialized model of config c on random tokens (LoRA
+// steps when o.lora is set). tokens_per_s and gflops count every rank's work. MFU is gflops over
+// a measured GEMM peak.
 TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o);
 
 }  // namespace genperf

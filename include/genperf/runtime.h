@@ -33,8 +33,12 @@ bool avx_vnni();
 const char* isa_path();
 
 // Threads used by kernels (OpenMP). Default: GENPERF_THREADS, else OMP_NUM_THREADS, else the
-// number of cores available to the process.
+// number of cores available to the process, divided among the ranks a launcher started on this
+// node when it did not bind them to cores of their own (launcher_local_ranks).
 int num_threads();
 void set_num_threads(int n);
+// Ranks a launcher started on this node (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+// SLURM_NTASKS_PER_NODE); 1 without a launcher.
+int launcher_local_ranks();
 
 }  // namespace genperf

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -178,7 +179,9 @@ class TrainModel {
   // training forward counts one micro-batch. train_step sets the step to the optimizer's
   // step_count() before its micro-batches, so restoring AdamW's step count on resume
   // reproduces the masks.
-  void set_lora_step(int64_t step);
+  // first_micro: the micro-batch count to start from (a data-parallel rank's first micro-batch
+  // of the step, so that every rank draws the masks a single rank would).
+  void set_lora_step(int64_t step, int64_t first_micro = 0);
   int64_t lora_step() const;
   // Training mode (default) applies LoRA dropout; evaluation mode (false) does not and leaves
   // the micro-batch count alone: switch it off around validation forwards.
@@ -196,6 +199,11 @@ class TrainModel {
   // 1 / count so the accumulated gradient is that of the mean of their losses.
   void backward(float loss_scale = 1.0f);
   void zero_grad();
+  // Called during each backward as trainable gradients become final, with an offset into
+  // trainable_grads(): every gradient at and after it is final for this backward (the offsets
+  // fall to 0, the last call). Data-parallel training reduces gradient buckets from it while
+  // backward goes on. Empty: no calls.
+  void set_grads_ready_hook(std::function<void(size_t trainable_offset)> hook);
 
   ActivationMemory activation_memory() const;  // of the last forward's shape
   static ActivationMemory activation_memory(const LlamaConfig& c, const TrainOptions& o,

@@ -6,12 +6,18 @@
 // (seed, epoch), LoRA dropout from (seed, step)), so the state is the trainable parameters, the
 // AdamW moments and step count, the data position and the step. A run resumed from step k gives
 // the same losses, bit for bit, as one that never stopped, on the same thread count.
+//
+// Across ranks (TrainerConfig::dist): every rank runs its share of each step's micro-batches
+// (genperf/dist.h), the state file holds the whole state (sharded optimizer state is gathered
+// for it) and is written by rank 0 alone, and every rank resumes from it, on any rank count that
+// divides grad_accum.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "genperf/dist.h"
 #include "genperf/json.h"
 #include "genperf/train.h"
 #include "genperf/train_data.h"
@@ -20,7 +26,7 @@ namespace genperf {
 
 struct TrainerConfig {
   int64_t batch = 8;        // sequences per micro-batch
-  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  int64_t grad_accum = 1;   // micro-batches per optimizer step, across all ranks
   int64_t steps = 1000;     // optimizer steps in all
   LrSchedule schedule;      // total_steps is set to `steps`
   AdamWOptions adamw;
@@ -29,12 +35,16 @@ struct TrainerConfig {
   int64_t eval_batches = 0; // validation micro-batches per evaluation (0: the whole set)
   int64_t save_every = 0;   // training state every N steps (0: only at the end)
   uint64_t seed = 1;        // data order
+  DistOptions dist;         // ranks and sharding (genperf/dist.h); one process by default
 };
 
 struct StepRecord {
   int64_t step = 0;  // 1-based: the number of optimizer steps done
   double loss = 0, grad_norm = 0, tokens_per_s = 0, elapsed_s = 0;
   float lr = 0;
+  // Across ranks: bytes this rank sent in the step (CommStats convention) and seconds it waited
+  // on communication after its compute was done (what overlap did not hide).
+  double comm_bytes = 0, comm_wait_s = 0;
   Json to_json() const;
 };
 
@@ -65,7 +75,9 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainerConfig& config() const { return config_; }
   DataPosition data_position() const { return loader_.position(); }
-  int64_t tokens_per_step() const;
+  int64_t tokens_per_step() const;  // across all ranks
+  const DataParallel& data_parallel() const { return dp_; }
+  ModelStateBytes model_state() const { return dp_.model_state(opt_); }
 
  private:
   TrainModel& model_;
@@ -73,6 +85,7 @@ class Trainer {
   const TokenSequences& validation_;
   TrainerConfig config_;
   DataLoader loader_;
+  DataParallel dp_;
   AdamW opt_;
   int64_t step_ = 0;
   std::vector<std::vector<int32_t>> tok_, tgt_;  // per micro-batch

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -136,12 +137,26 @@ int default_threads() {
       if (n > 0) return n;
     }
   }
+  const int procs = omp_get_num_procs();
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return omp_get_num_procs();
+  const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : procs;
+  // Ranks sharing the node's cores share them out (a launcher that bound each rank to cores of
+  // its own has already narrowed the affinity).
+  const int local = launcher_local_ranks();
+  return local > 1 && n >= procs ? std::max(1, n / local) : n;
 }
 std::atomic<int> g_threads{0};
 }  // namespace
+
+int launcher_local_ranks() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* e = std::getenv(var)) {
+      const int n = std::atoi(e);
+      if (n > 0) return n;
+    }
+  }
+  return 1;
+}
 
 int num_threads() {
   int n = g_threads.load(std::memory_order_relaxed);

@@ -452,6 +452,7 @@ void LlamaGraph<F>::backward(const F* p, F* g, double loss_scale, const F* adapt
                   hf_.data(), p + layout_.lm_head, N, C, V, bf16_scratch());
   rmsnorm_backward(dres_.data(), g ? g + layout_.norm : nullptr, dh_.data(), res_.data() + L * N * C,
                    p + layout_.norm, rstdf_.data(), N, C);
+  if (on_grads_ready) on_grads_ready(L);
   for (int64_t l = L - 1; l >= 0; --l) {
     const F* x = res_.data() + l * N * C;
     // With checkpointing the shared buffers still hold the last layer from the forward.
@@ -460,9 +461,11 @@ void LlamaGraph<F>::backward(const F* p, F* g, double loss_scale, const F* adapt
       llama::block_forward(e, l);
     }
     layer_backward(p, g, l, x, dres_.data());
+    if (on_grads_ready) on_grads_ready(l);
   }
   if (g) embedding_backward(g + layout_.embed, dres_.data(), tokens_.data(), N, C);
   lora_g_ = nullptr;
+  if (on_grads_ready) on_grads_ready(-1);
 }
 
 template class LlamaGraph<float>;

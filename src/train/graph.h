@@ -8,6 +8,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -112,7 +113,7 @@ class LlamaGraph {
   const LoraLayout* lora() const { return lora_ ? &*lora_ : nullptr; }
   // Dropout masks of a training forward come from (seed, step, micro-batch, layer, target);
   // set_lora_step restarts the micro-batch count; evaluation (training false) has no dropout.
-  void set_lora_step(int64_t step) { lora_step_ = step, lora_micro_ = 0; }
+  void set_lora_step(int64_t step, int64_t first_micro = 0) { lora_step_ = step, lora_micro_ = first_micro; }
   int64_t lora_step() const { return lora_step_; }
   void set_training(bool on) { training_ = on; }
   bool training() const { return training_; }
@@ -127,6 +128,11 @@ class LlamaGraph {
   // just before it (the logits buffer becomes their gradient) with the same adapters.
   void backward(const F* params, F* grads, double loss_scale, const F* adapters = nullptr,
                 F* adapter_grads = nullptr);
+
+  // Called during backward as gradients become final, with the stage just done: L (the head and
+  // final norm), l (layer l, from L-1 down), -1 (the embedding: every gradient). Data-parallel
+  // training starts reducing a gradient bucket as soon as it is complete. Empty: no calls.
+  std::function<void(int64_t stage)> on_grads_ready;
 
   bool has_forward() const { return have_forward_; }  // a forward waits for its backward
   const F* logits() const { return logits_.data(); }  // [N, V], valid between forward and backward

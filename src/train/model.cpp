@@ -340,7 +340,33 @@ std::map<std::string, Tensor> TrainModel::lora_tensors(DType dtype) const {
   return out;
 }
 
-void TrainModel::set_lora_step(int64_t step) { impl_->graph.set_lora_step(step); }
+void TrainModel::set_lora_step(int64_t step, int64_t first_micro) {
+  impl_->graph.set_lora_step(step, first_micro);
+}
+
+void TrainModel::set_grads_ready_hook(std::function<void(size_t)> hook) {
+  auto& graph = impl_->graph;
+  if (!hook) {
+    graph.on_grads_ready = nullptr;
+    return;
+  }
+  // Where stage s's trainable gradients begin: the base buffer is laid out embedding, layers,
+  // final norm (and head); the adapter buffer layer by layer.
+  std::vector<size_t> from(size_t(config().num_hidden_layers) + 1);
+  const train::ParamLayout& lay = graph.layout();
+  if (const train::LoraLayout* lora = graph.lora()) {
+    std::fill(from.begin(), from.end(), lora->total);
+    for (const train::LoraAdapter& a : lora->adapters)
+      from[size_t(a.layer)] = std::min(from[size_t(a.layer)], std::min(a.a, a.b));
+    for (size_t l = from.size() - 1; l-- > 0;) from[l] = std::min(from[l], from[l + 1]);
+  } else {
+    for (size_t l = 0; l + 1 < from.size(); ++l) from[l] = lay.layers[l].attn_norm;
+    from.back() = lay.norm;
+  }
+  graph.on_grads_ready = [from = std::move(from), hook = std::move(hook)](int64_t stage) {
+    hook(stage < 0 ? 0 : from[size_t(stage)]);
+  };
+}
 int64_t TrainModel::lora_step() const { return impl_->graph.lora_step(); }
 void TrainModel::set_training(bool on) { impl_->graph.set_training(on); }
 bool TrainModel::training() const { return impl_->graph.training(); }

@@ -40,16 +40,25 @@ Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequenc
   GP_CHECK(until > first || first == tc.steps, "[train] --stop-at ", until, " is not after the current step ", first);
   if (o.on_start) o.on_start(first, until);
 
+  // Rank 0 alone writes the shared files; every rank trains.
+  const DataParallel& dp = trainer.data_parallel();
+  const bool writer = dp.rank() == 0;
   // The run's record first, so an interrupted run still says how it was started.
   run_info["train_sequences"] = train.size();
   run_info["validation_sequences"] = val.size();
   run_info["tokens_per_step"] = trainer.tokens_per_step();
   run_info["parameters"] = int64_t(m.num_params());
   run_info["trainable_parameters"] = int64_t(m.trainable_params().size());
-  write_file_atomic(files.run, run_info.dump(2) + "\n");
-
-  write_file_atomic(files.log, o.resume ? log_prefix(files.log, first) : "");
-  std::ofstream log_out(files.log, std::ios::app);
+  run_info["ranks"] = dp.ranks();
+  run_info["shard"] = shard_mode_name(dp.options().shard);
+  run_info["bucket_bytes"] = int64_t(dp.options().bucket_bytes);
+  run_info["model_state_bytes_per_rank"] = trainer.model_state().to_json();
+  std::ofstream log_out;
+  if (writer) {
+    write_file_atomic(files.run, run_info.dump(2) + "\n");
+    write_file_atomic(files.log, o.resume ? log_prefix(files.log, first) : "");
+    log_out.open(files.log, std::ios::app);
+  }
   double last_loss = NAN, last_val = NAN, tok_s_sum = 0;
   int64_t tok_s_n = 0;
   Trainer::Callbacks cb;
@@ -57,12 +66,12 @@ Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequenc
     last_loss = r.loss;
     tok_s_sum += r.tokens_per_s;
     ++tok_s_n;
-    log_out << r.to_json().dump() << "\n" << std::flush;
+    if (writer) log_out << r.to_json().dump() << "\n" << std::flush;
     if (o.callbacks.on_step) o.callbacks.on_step(r);
   };
   cb.on_eval = [&](int64_t step, double v) {
     last_val = v;
-    log_out << Json(Json::Object{{"step", step}, {"val_loss", v}}).dump() << "\n" << std::flush;
+    if (writer) log_out << Json(Json::Object{{"step", step}, {"val_loss", v}}).dump() << "\n" << std::flush;
     if (o.callbacks.on_eval) o.callbacks.on_eval(step, v);
   };
   trainer.run(until, files.state, cb);
@@ -73,7 +82,11 @@ Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequenc
                               {"final_loss", last_loss},
                               {"mean_tokens_per_s", tok_s_n ? tok_s_sum / double(tok_s_n) : 0.0}};
   if (!std::isnan(last_val)) summary["val_loss"] = last_val;
-  if (trainer.step() == tc.steps && o.export_model) {
+  summary["ranks"] = dp.ranks();
+  summary["shard"] = shard_mode_name(dp.options().shard);
+  summary["comm_bytes_per_step"] = dp.step_comm_bytes();
+  summary["model_state_bytes_per_rank"] = trainer.model_state().to_json();
+  if (trainer.step() == tc.steps && o.export_model && writer) {
     save_hf_checkpoint(files.dir, m.config(), m.tensors(o.export_dtype), o.extra_files);
     summary["model"] = files.dir;
     summary["dtype"] = dtype_name(o.export_dtype);

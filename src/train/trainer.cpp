@@ -1,5 +1,6 @@
 // The training loop and its resumable state (a safetensors file: the trainable parameters and
 // AdamW moments as f32 tensors, step, data position and fingerprints in the metadata).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -53,7 +54,8 @@ uint64_t data_fingerprint(const TokenSequences& d) {
 Json StepRecord::to_json() const {
   return Json::Object{{"step", step},       {"loss", loss},
                       {"lr", double(lr)},   {"grad_norm", grad_norm},
-                      {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
+                      {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s},
+                      {"comm_bytes", comm_bytes},     {"comm_wait_s", comm_wait_s}};
 }
 
 Trainer::Trainer(TrainModel& model, const TokenSequences& train, const TokenSequences& validation,
@@ -63,7 +65,8 @@ Trainer::Trainer(TrainModel& model, const TokenSequences& train, const TokenSequ
       validation_(validation),
       config_(config),
       loader_(train, config.batch, config.seed),
-      opt_(model.trainable_params().size(), config.adamw) {
+      dp_(model, config.dist, config.grad_accum),
+      opt_(dp_.shard_size(), config.adamw) {
   GP_CHECK(config_.grad_accum >= 1 && config_.steps >= 1, "[train] steps and gradient accumulation must be positive");
   GP_CHECK(train.T <= model.config().max_position_embeddings, "[train] sequence length ", train.T,
            " exceeds the model's context of ", model.config().max_position_embeddings);
@@ -82,35 +85,46 @@ double Trainer::validation_loss() {
            config_.batch);
   const int64_t use = config_.eval_batches > 0 ? std::min(n, config_.eval_batches) : n;
   const int64_t T = validation_.T, B = config_.batch;
-  // Weighted by scored tokens, so that padding-heavy batches count for what they score.
-  double sum = 0;
-  int64_t count = 0;
+  // Weighted by scored tokens, so that padding-heavy batches count for what they score. Ranks
+  // take batches in turn and sum their parts.
+  double sum = 0, count = 0;
   // Evaluation mode: no LoRA dropout, and the dropout counters of training stay untouched.
   const bool was_training = model_.training();
   model_.set_training(false);
-  for (int64_t b = 0; b < use; ++b) {
+  for (int64_t b = dp_.rank(); b < use; b += dp_.ranks()) {
     const std::span<const int32_t> tok(validation_.tokens.data() + b * B * T, size_t(B * T));
     const std::span<const int32_t> tgt(validation_.targets.data() + b * B * T, size_t(B * T));
     const int64_t scored = std::count_if(tgt.begin(), tgt.end(), [](int32_t t) { return t >= 0; });
     sum += double(model_.forward(tok, tgt, B, T)) * double(scored);
-    count += scored;
+    count += double(scored);
   }
   model_.set_training(was_training);
-  return count ? sum / double(count) : 0.0;
+  double parts[2] = {sum, count};
+  dp_.comm().all_reduce(parts, 2).wait();
+  return parts[1] > 0 ? parts[0] / parts[1] : 0.0;
 }
 
 void Trainer::run(int64_t until, const std::string& state_path, const Callbacks& cb) {
   until = std::min(until, config_.steps);
   const int64_t T = train_.T;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<MicroBatch> micro(size_t(config_.grad_accum));
+  // Every rank reads the step's micro-batches in the same order and keeps its own.
+  const int64_t first = dp_.first_micro(), local = dp_.local_micro();
+  std::vector<MicroBatch> micro(static_cast<size_t>(local));
+  std::vector<int32_t> skip_tok, skip_tgt;
   while (step_ < until) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t a = 0; a < config_.grad_accum; ++a) {
-      loader_.next(tok_[size_t(a)], tgt_[size_t(a)]);
-      micro[size_t(a)] = {tok_[size_t(a)], tgt_[size_t(a)], config_.batch, T};
+      const bool mine = a >= first && a < first + local;
+      if (!mine) {
+        loader_.next(skip_tok, skip_tgt);
+        continue;
+      }
+      const size_t i = size_t(a - first);
+      loader_.next(tok_[i], tgt_[i]);
+      micro[i] = {tok_[i], tgt_[i], config_.batch, T};
     }
-    const StepResult r = train_step(model_, opt_, micro, config_.schedule.at(step_), config_.clip);
+    const StepResult r = dp_.step(opt_, micro, config_.schedule.at(step_), config_.clip);
     ++step_;
     const auto t1 = std::chrono::steady_clock::now();
     StepRecord rec;
@@ -120,6 +134,8 @@ void Trainer::run(int64_t until, const std::string& state_path, const Callbacks&
     rec.lr = r.lr;
     rec.tokens_per_s = double(tokens_per_step()) / std::chrono::duration<double>(t1 - t0).count();
     rec.elapsed_s = std::chrono::duration<double>(t1 - start).count();
+    rec.comm_bytes = dp_.step_comm_bytes();
+    rec.comm_wait_s = dp_.step_comm_wait_s();
     if (cb.on_step) cb.on_step(rec);
     const bool last = step_ == config_.steps;
     if (validation_.size() >= config_.batch &&
@@ -137,6 +153,9 @@ void Trainer::save_state(const std::string& path) {
   AdamW& opt = opt_;
   const int64_t n = int64_t(m.trainable_params().size());
   auto wrap = [n](std::span<float> s) { return Tensor::wrap(s.data(), {n}, DType::F32, nullptr); };
+  // A sharded optimizer state is gathered whole (collective), then rank 0 writes.
+  std::vector<float> m1 = dp_.gather(opt.first_moment()), m2 = dp_.gather(opt.second_moment());
+  if (dp_.rank() != 0) return;
   const DataPosition pos = loader_.position();
   const std::map<std::string, std::string> md = {
       {"format", kStateFormat},
@@ -151,8 +170,8 @@ void Trainer::save_state(const std::string& path) {
       {"trainable", std::to_string(n)},
   };
   write_safetensors(path, {{"params", wrap(m.trainable_params())},
-                           {"adam.m", wrap(opt.first_moment())},
-                           {"adam.v", wrap(opt.second_moment())}},
+                           {"adam.m", wrap(m1)},
+                           {"adam.v", wrap(m2)}},
                     md);
 }
 
@@ -184,12 +203,14 @@ void Trainer::load_state(const std::string& path) {
     GP_CHECK(it->second.dtype() == DType::F32 && it->second.numel() == n, "[train] ", path, ": tensor '", name,
              "' is ", it->second.describe(), ", expected f32 [", n, "]");
   }
-  auto copy = [&](const char* name, std::span<float> dst) {
-    std::memcpy(dst.data(), f.tensors.at(name).raw(), size_t(n) * sizeof(float));
+  // Byte copies (the file's tensors need not be aligned); the moments of this rank's shard.
+  auto copy = [&](const char* name, size_t from, std::span<float> dst) {
+    std::memcpy(dst.data(), static_cast<const char*>(f.tensors.at(name).raw()) + from * sizeof(float),
+                dst.size() * sizeof(float));
   };
-  copy("params", model_.trainable_params());
-  copy("adam.m", opt_.first_moment());
-  copy("adam.v", opt_.second_moment());
+  copy("params", 0, model_.trainable_params());
+  copy("adam.m", dp_.shard_begin(), opt_.first_moment());
+  copy("adam.v", dp_.shard_begin(), opt_.second_moment());
   opt_.set_step_count(parse_i64(md, "adam_step", path));
   loader_.seek({parse_i64(md, "data_epoch", path), parse_i64(md, "data_index", path)});
   step_ = step;

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "genperf/bench.h"
 #include "genperf/checkpoint.h"
+#include "genperf/comm.h"
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/llama.h"
@@ -22,6 +23,10 @@ namespace genperf::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Whether this process prints the verb's text: rank 0, without --json. Its lines start with
+// rank_prefix() (empty for one rank).
+bool talks(const Args& a) { return !a.flag("json") && world().rank() == 0; }
 
 // Options both verbs take.
 std::vector<OptionSpec> training_options(const char* lr, const char* steps, const char* val_fraction) {
@@ -47,6 +52,9 @@ std::vector<OptionSpec> training_options(const char* lr, const char* steps, cons
           {"precision", "compute precision: f32 or bf16 (bf16 needs AVX512-BF16; f32 otherwise)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward (less memory)", "", true},
           {"dtype", "weight type of the exported model (f32, f16, bf16)", "bf16"},
+          {"shard", "across ranks (mpirun -np N): none (data parallel) or optimizer (ZeRO-1)", "none"},
+          {"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"},
+          {"no-overlap", "reduce gradients after backward instead of during it", "", true},
           {"log-every", "print a line every N steps", "10"},
           kThreads,
           kJson};
@@ -72,6 +80,12 @@ TrainerConfig trainer_config(const Args& a) {
   c.eval_batches = a.integer("eval-batches");
   c.save_every = a.integer("save-every");
   c.seed = uint64_t(a.integer("seed"));
+  c.dist.comm = &world();
+  c.dist.shard = parse_shard_mode(a.str("shard"));
+  const double mb = a.number("bucket-mb");
+  GP_CHECK(mb > 0 && mb <= 4096, "[train] --bucket-mb must lie in (0, 4096], got ", mb);
+  c.dist.bucket_bytes = size_t(mb * 1024 * 1024);
+  c.dist.overlap = !a.flag("no-overlap");
   GP_CHECK(c.batch > 0 && c.grad_accum > 0 && c.steps > 0, "[train] --batch, --grad-accum and --steps must be positive");
   GP_CHECK(c.schedule.max_lr > 0 && std::isfinite(c.schedule.max_lr), "[train] --lr must be positive");
   GP_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps < c.steps, "[train] --warmup must be in [0, --steps)");
@@ -100,29 +114,34 @@ Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, con
   o.extra_files = extra_files;
   run_info["command"] = g_command;
   run_info["provenance"] = provenance(g_command).to_json();
-  const bool quiet = a.flag("json");
+  // Rank 0 alone reports; its lines name it when there are several ranks.
+  const bool lead = world().rank() == 0;
+  const bool quiet = a.flag("json") || !lead;
+  const std::string who = rank_prefix();
   const int64_t log_every = std::max<int64_t>(1, a.integer("log-every"));
   int64_t first = 0, until = tc.steps;
   std::unique_ptr<Progress> progress;
   o.on_start = [&](int64_t f, int64_t u) {
     first = f;
     until = u;
-    if (o.resume) std::fprintf(stderr, "resumed from %s at step %lld\n", files.state.c_str(), (long long)first);
-    progress = std::make_unique<Progress>(a.str("out"), until - first);
+    if (o.resume && lead)
+      std::fprintf(stderr, "%sresumed from %s at step %lld\n", who.c_str(), files.state.c_str(), (long long)first);
+    if (lead) progress = std::make_unique<Progress>(a.str("out"), until - first);
   };
   o.callbacks.on_step = [&](const StepRecord& r) {
     const double eta = r.elapsed_s / double(r.step - first) * double(until - r.step);
-    progress->update(r.step - first, cat("loss ", r.loss, " ", int64_t(r.tokens_per_s), " tok/s"));
+    if (progress) progress->update(r.step - first, cat("loss ", r.loss, " ", int64_t(r.tokens_per_s), " tok/s"));
     if (!quiet && (r.step % log_every == 0 || r.step == until)) {
       progress->clear();
-      std::printf("step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %.0fs  ETA %.0fs\n",
-                  (long long)r.step, (long long)tc.steps, r.loss, double(r.lr), r.grad_norm, r.tokens_per_s,
-                  r.elapsed_s, eta);
+      std::printf("%sstep %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %.0fs  ETA %.0fs\n",
+                  who.c_str(), (long long)r.step, (long long)tc.steps, r.loss, double(r.lr), r.grad_norm,
+                  r.tokens_per_s, r.elapsed_s, eta);
       std::fflush(stdout);
     }
   };
   o.callbacks.on_eval = [&](int64_t step, double v) {
-    if (!quiet) std::printf("step %lld  validation loss %.4f (ppl %.2f)\n", (long long)step, v, std::exp(v));
+    if (!quiet)
+      std::printf("%sstep %lld  validation loss %.4f (ppl %.2f)\n", who.c_str(), (long long)step, v, std::exp(v));
   };
   Json summary = genperf::run_training(m, train, val, tc, files, o, std::move(run_info));
   if (progress) progress->finish();
@@ -130,14 +149,17 @@ Json run_training(const Args& a, TrainModel& m, const TokenSequences& train, con
 }
 
 void finish(const Args& a, const Json& summary) {
+  if (world().rank() != 0) return;
   if (a.flag("json")) {
     print_json(summary);
     return;
   }
   if (const Json* m = summary.find("model"))
-    std::printf("wrote %s (%s weights)\n", m->as_string().c_str(), summary.find("dtype")->as_string().c_str());
+    std::printf("%swrote %s (%s weights)\n", rank_prefix().c_str(), m->as_string().c_str(),
+                summary.find("dtype")->as_string().c_str());
   else
-    std::printf("stopped at step %lld; continue with --resume\n", (long long)summary.find("step")->as_number());
+    std::printf("%sstopped at step %lld; continue with --resume\n", rank_prefix().c_str(),
+                (long long)summary.find("step")->as_number());
 }
 
 }  // namespace
@@ -155,18 +177,24 @@ int cmd_train(int argc, char** argv) {
   if (run_help(a)) return 0;
   apply_common(a);
   const TrainRunFiles files(a.str("out"));
-  fs::create_directories(files.dir);
+  const bool lead = world().rank() == 0;
+  if (lead) fs::create_directories(files.dir);
   const std::vector<std::string> texts = split(a.str("text"), ',');
   for (const auto& t : texts) GP_CHECK(fs::is_regular_file(t), "[train] ", t, ": no such text file");
 
   // The tokenizer: given, or trained on the text (kept in the output directory, reused on resume).
+  // Rank 0 writes it; the others read it once it is there.
   const std::string tok_path = files.dir + "/tokenizer.model";
-  if (a.has("tokenizer")) {
-    if (fs::absolute(a.str("tokenizer")) != fs::absolute(tok_path)) fs::copy_file(a.str("tokenizer"), tok_path, fs::copy_options::overwrite_existing);
-  } else if (!(a.flag("resume") && fs::exists(tok_path))) {
-    if (!a.flag("json")) std::printf("training a SentencePiece tokenizer (%lld pieces) on %s\n", (long long)a.integer("vocab-size"), a.str("text").c_str());
+  const bool given = a.has("tokenizer");
+  if (lead && given && fs::absolute(a.str("tokenizer")) != fs::absolute(tok_path))
+    fs::copy_file(a.str("tokenizer"), tok_path, fs::copy_options::overwrite_existing);
+  if (lead && !given && !(a.flag("resume") && fs::exists(tok_path))) {
+    if (talks(a))
+      std::printf("%straining a SentencePiece tokenizer (%lld pieces) on %s\n", rank_prefix().c_str(),
+                  (long long)a.integer("vocab-size"), a.str("text").c_str());
     train_sentencepiece(texts, tok_path, int(a.integer("vocab-size")), uint64_t(a.integer("seed")));
   }
+  world().barrier();
   const auto tok = load_sentencepiece(tok_path);
 
   LlamaConfig c = preset_config(a.str("shape"));
@@ -181,13 +209,13 @@ int cmd_train(int argc, char** argv) {
   for (const auto& t : texts) text += read_text_file(t) + "\n";
   const TokenSequences all = pack_text(*tok, text, T, a.str("text"));
   const DataSplit split = split_validation(all, a.number("val-fraction"), uint64_t(a.integer("seed")));
-  if (!a.flag("json"))
-    std::printf("data: %lld sequences of %lld tokens (%lld for training, %lld for validation)\n", (long long)all.size(),
+  if (talks(a))
+    std::printf("%sdata: %lld sequences of %lld tokens (%lld for training, %lld for validation)\n", rank_prefix().c_str(), (long long)all.size(),
                 (long long)T, (long long)split.train.size(), (long long)split.validation.size());
 
   TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a));
-  if (!a.flag("json"))
-    std::printf("model: %s shape, %.2fM parameters, %s attention, %s\n", a.str("shape").c_str(), double(m.num_params()) / 1e6,
+  if (talks(a))
+    std::printf("%smodel: %s shape, %.2fM parameters, %s attention, %s\n", rank_prefix().c_str(), a.str("shape").c_str(), double(m.num_params()) / 1e6,
                 attention_mode_name(m.options().attention), precision_name(m.options().precision));
   Json info = Json::Object{{"verb", "train"},
                            {"text", a.str("text")},
@@ -226,10 +254,11 @@ int cmd_finetune(int argc, char** argv) {
   const TokenSequences all = a.has("data") ? read_prompt_response(*ck.tokenizer, a.str("data"), T, a.flag("truncate"))
                                            : pack_text(*ck.tokenizer, read_text_file(a.str("text")), T, a.str("text"));
   const DataSplit split = split_validation(all, a.number("val-fraction"), uint64_t(a.integer("seed")));
-  if (!a.flag("json"))
-    std::printf("data: %lld sequences of %lld tokens, %lld scored (%lld for validation)\n", (long long)all.size(),
+  if (talks(a))
+    std::printf("%sdata: %lld sequences of %lld tokens, %lld scored (%lld for validation)\n", rank_prefix().c_str(), (long long)all.size(),
                 (long long)T, (long long)all.scored(), (long long)split.validation.size());
-  fs::create_directories(files.dir);
+  if (world().rank() == 0) fs::create_directories(files.dir);
+  world().barrier();
   // Tokenizer files travel with the fine-tuned model.
   std::vector<std::string> extra;
   if (fs::is_directory(src))
@@ -254,19 +283,20 @@ int cmd_finetune(int argc, char** argv) {
     m.enable_lora(lc);
     info["lora"] = Json::Object{{"rank", rank}, {"alpha", double(lc.alpha)}, {"dropout", double(lc.dropout)},
                                 {"targets", a.str("lora-targets")}, {"export", a.flag("adapter") ? "adapter" : "merged"}};
-    if (!a.flag("json"))
-      std::printf("LoRA rank %lld, alpha %g, dropout %g on %s: %.3fM trainable parameters of %.2fM\n", (long long)rank,
+    if (talks(a))
+      std::printf("%sLoRA rank %lld, alpha %g, dropout %g on %s: %.3fM trainable parameters of %.2fM\n", rank_prefix().c_str(), (long long)rank,
                   double(lc.alpha), double(lc.dropout), a.str("lora-targets").c_str(),
                   double(m.trainable_params().size()) / 1e6, double(m.num_params()) / 1e6);
   }
   if (a.flag("adapter")) {
     // Only the adapter is exported: the trainer writes no model; the adapter goes to --out.
     const Json summary = run_training(a, m, split.train, split.validation, files, extra, info, /*export_model=*/false);
-    if (summary.find("step")->as_number() == double(a.integer("steps"))) {
+    if (summary.find("step")->as_number() == double(a.integer("steps")) && world().rank() == 0) {
       m.save_lora_adapter(files.dir + "/adapter", src);
-      if (!a.flag("json")) std::printf("wrote %s/adapter (PEFT LoRA adapter for %s)\n", files.dir.c_str(), src.c_str());
+      if (talks(a))
+        std::printf("%swrote %s/adapter (PEFT LoRA adapter for %s)\n", rank_prefix().c_str(), files.dir.c_str(), src.c_str());
     }
-    if (a.flag("json")) print_json(summary);
+    if (a.flag("json") && world().rank() == 0) print_json(summary);
     return 0;
   }
   const Json summary = run_training(a, m, split.train, split.validation, files, extra, info);

@@ -57,6 +57,7 @@ int cmd_finetune(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_sensitivity(int argc, char** argv);
 int cmd_test_ops(int argc, char** argv);
+int cmd_test_comm(int argc, char** argv);
 int cmd_sr(int argc, char** argv);
 int cmd_bench_sr(int argc, char** argv);
 

@@ -10,6 +10,7 @@
 #include "genperf/bench_train.h"
 #include "bench/peaks.h"
 #include "genperf/checkpoint.h"
+#include "genperf/comm.h"
 #include "genperf/error.h"
 #include "genperf/eval.h"
 #include "genperf/fileio.h"
@@ -201,6 +202,9 @@ int cmd_bench_train(int argc, char** argv) {
           {"lora-rank", "LoRA rank (0: full training)", "0"},
           lora_targets_option("projections with LoRA adapters"),
           {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
+          {"shard", "across ranks (mpirun -np N; --batch is per rank): none or optimizer (ZeRO-1)", "none"},
+          {"bucket-mb", "gradient bucket in MiB", "25"},
+          {"no-overlap", "reduce gradients after backward instead of during it", "", true},
           {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
@@ -226,7 +230,14 @@ int cmd_bench_train(int argc, char** argv) {
     o.lora = lc;
   }
   GP_CHECK(o.batch > 0 && o.seq > 0 && o.reps > 0, "[bench train] --batch, --seq and --reps must be positive");
+  o.dist.comm = &world();
+  o.dist.shard = parse_shard_mode(a.str("shard"));
+  GP_CHECK(a.number("bucket-mb") > 0, "[bench train] --bucket-mb must be positive");
+  o.dist.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
+  o.dist.overlap = !a.flag("no-overlap");
   const TrainBenchResult r = bench_train_step(c, o);
+  // Rank 0 reports for the job (every rank ran the same steps in lockstep).
+  if (world().rank() != 0) return 0;
   Json j = r.to_json();
   j["model"] = spec;
   j["parameters"] = c.num_parameters();
@@ -235,9 +246,10 @@ int cmd_bench_train(int argc, char** argv) {
   if (!a.flag("no-peaks")) {
     // MFU against the peak of the precision that ran: the f32 or the bf16 GEMM peak.
     const bool bf16 = o.train.precision == Precision::Bf16;
+    // Per rank, measured by rank 0 alone (the others have finished); the job's peak is ranks x it.
     const double peak = bench::measure_gemm_peak_gflops(bf16 ? DType::BF16 : DType::F32);
     j[bf16 ? "gemm_peak_gflops_bf16" : "gemm_peak_gflops_f32"] = peak;
-    const bench::FloorFraction f = bench::against_floor(r.gflops, peak);
+    const bench::FloorFraction f = bench::against_floor(r.gflops, peak * r.ranks);
     j["mfu"] = f.fraction;
     j["floor_exceeded"] = f.exceeded;  // BENCHMARKING.md, rule 8: never above 100% unflagged
   }
@@ -247,6 +259,10 @@ int cmd_bench_train(int argc, char** argv) {
     print_json(j);
     return 0;
   }
+  if (r.ranks > 1)
+    std::printf("ranks      %d (%s), shard %s, overlap %s: %.2f MB sent per step and rank, %.4f s waited (median)\n",
+                r.ranks, world().backend(), shard_mode_name(r.shard), r.overlap ? "on" : "off",
+                r.comm_bytes_per_step / 1e6, r.comm_wait_seconds.median);
   std::printf("model      %s (%.1fM parameters), batch %lld x seq %lld, %s attention, %s\n", spec.c_str(),
               double(c.num_parameters()) / 1e6, (long long)o.batch, (long long)o.seq, attention_mode_name(o.train.attention),
               precision_name(o.train.precision));
@@ -400,11 +416,31 @@ void usage(FILE* f) {
       "  random-model    write a randomly initialized model (HF format) of a built-in shape\n"
       "  info            a model's configuration, size and memory\n"
       "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n"
+      "  test-comm       the collectives across a job's ranks (mpirun -np N genperf test-comm)\n"
       "  sr train|upscale|eval|degrade  diffusion super-resolution of maps (FITS, PNG)\n",
       f);
 }
 
 }  // namespace
+
+static int run_verb(const std::string& verb, int argc, char** argv) {
+  if (verb == "generate") return cmd_generate(argc, argv);
+  if (verb == "eval") return cmd_eval(argc, argv);
+  if (verb == "bench") return cmd_bench(argc, argv);
+  if (verb == "convert") return cmd_convert(argc, argv);
+  if (verb == "random-model") return cmd_random_model(argc, argv);
+  if (verb == "info") return cmd_info(argc, argv);
+  if (verb == "train") return cmd_train(argc, argv);
+  if (verb == "finetune") return cmd_finetune(argc, argv);
+  if (verb == "quantize") return cmd_quantize(argc, argv);
+  if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
+  if (verb == "test-ops") return cmd_test_ops(argc, argv);
+  if (verb == "test-comm") return cmd_test_comm(argc, argv);
+  if (verb == "sr") return cmd_sr(argc, argv);
+  std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
+  usage(stderr);
+  return 2;
+}
 
 int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) g_command += cat(i ? " " : "", argv[i]);
@@ -413,27 +449,18 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string verb = argv[1];
+  int rc = 0;
   try {
-    if (verb == "generate") return cmd_generate(argc, argv);
-    if (verb == "eval") return cmd_eval(argc, argv);
-    if (verb == "bench") return cmd_bench(argc, argv);
-    if (verb == "convert") return cmd_convert(argc, argv);
-    if (verb == "random-model") return cmd_random_model(argc, argv);
-    if (verb == "info") return cmd_info(argc, argv);
-    if (verb == "train") return cmd_train(argc, argv);
-    if (verb == "finetune") return cmd_finetune(argc, argv);
-    if (verb == "quantize") return cmd_quantize(argc, argv);
-    if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
-    if (verb == "test-ops") return cmd_test_ops(argc, argv);
-    if (verb == "sr") return cmd_sr(argc, argv);
-    std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
-    usage(stderr);
-    return 2;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "genperf: %s\n", e.what());
-    return 1;
+    rc = run_verb(verb, argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "genperf: internal error: %s\n", e.what());
-    return 3;
+    // Under a launcher, the error names its rank and ends every rank (no one waits forever on a
+    // collective this rank will never join).
+    const bool internal = dynamic_cast<const Error*>(&e) == nullptr;
+    std::fprintf(stderr, "%sgenperf: %s%s\n", rank_prefix().c_str(), internal ? "internal error: " : "", e.what());
+    std::fflush(stderr);
+    if (world_started() && world().size() > 1) world().abort(internal ? 3 : 1);
+    return internal ? 3 : 1;
   }
+  finalize_world();
+  return rc;
 }

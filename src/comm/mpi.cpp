@@ -1,0 +1,197 @@
+// The MPI communicator: collectives queued in the order issued and run by one thread of their
+// own with MPI's blocking calls, so that they overlap the caller's compute (OpenMPI makes no
+// progress on a non-blocking collective between calls, so a thread that sits in the call is what
+// makes the overlap real). MPI is initialized for threads (MPI_THREAD_MULTIPLE where offered, so
+// that a timed-out wait may abort while the thread is still inside a call).
+#include "comm/comm_internal.h"
+
+#ifdef GENPERF_HAVE_MPI
+// The C API only (OpenMPI's and MPICH's deprecated C++ bindings need a library of their own).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "genperf/error.h"
+
+namespace genperf {
+namespace {
+
+class MpiComm final : public Communicator {
+ public:
+  MpiComm() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    GP_CHECK(!initialized, "[comm] MPI was initialized outside genperf");
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      fail("[comm] this MPI offers thread level ", provided,
+           ": genperf needs MPI_THREAD_SERIALIZED or better to communicate on a thread of its own");
+    }
+    multiple_ = provided >= MPI_THREAD_MULTIPLE;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    worker_ = std::thread([this] { loop(); });
+  }
+
+  ~MpiComm() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  CommHandle all_reduce(float* buf, size_t n) override {
+    count(2.0 * double(n) * sizeof(float) * double(size_ - 1) / double(size_));
+    return enqueue(cat("all-reduce of ", n, " floats"), [=] { allreduce(buf, n, MPI_FLOAT, sizeof(float)); });
+  }
+  CommHandle all_reduce(double* buf, size_t n) override {
+    count(2.0 * double(n) * sizeof(double) * double(size_ - 1) / double(size_));
+    return enqueue(cat("all-reduce of ", n, " doubles"), [=] { allreduce(buf, n, MPI_DOUBLE, sizeof(double)); });
+  }
+
+  CommHandle reduce_scatter(float* buf, std::vector<size_t> counts) override {
+    const Segments s = segments(counts, "reduce-scatter");
+    count(double(s.total - counts[size_t(rank_)]) * sizeof(float));
+    return enqueue(cat("reduce-scatter of ", s.total, " floats"), [this, buf, s] {
+      // In place, MPI leaves this rank's sum at the start of the buffer; it belongs at its segment.
+      MPI_Reduce_scatter(MPI_IN_PLACE, buf, s.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      const int r = rank_;
+      if (s.displs[size_t(r)] != 0 && s.counts[size_t(r)] != 0)
+        std::memmove(buf + s.displs[size_t(r)], buf, size_t(s.counts[size_t(r)]) * sizeof(float));
+    });
+  }
+
+  CommHandle all_gather(float* buf, std::vector<size_t> counts) override {
+    const Segments s = segments(counts, "all-gather");
+    count(double(s.total - counts[size_t(rank_)]) * sizeof(float));
+    return enqueue(cat("all-gather of ", s.total, " floats"), [buf, s] {
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, s.counts.data(), s.displs.data(), MPI_FLOAT,
+                     MPI_COMM_WORLD);
+    });
+  }
+
+  CommHandle broadcast(void* buf, size_t bytes, int root) override {
+    GP_CHECK(root >= 0 && root < size_, "[comm] broadcast from rank ", root, " in a job of ", size_, " ranks");
+    count(double(bytes) * double(size_ - 1) / double(size_));
+    return enqueue(cat("broadcast of ", bytes, " bytes from rank ", root), [=] {
+      auto* p = static_cast<char*>(buf);
+      for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min<size_t>(bytes - done, size_t(INT_MAX));
+        MPI_Bcast(p + done, int(n), MPI_BYTE, root, MPI_COMM_WORLD);
+        done += n;
+      }
+    });
+  }
+
+  void barrier() override {
+    enqueue("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); }).wait();
+  }
+
+  [[noreturn]] void abort(int code) override {
+    // Without MPI_THREAD_MULTIPLE the worker may be inside a call; ending this process is then
+    // the safe way, and mpirun ends the others when one rank exits non-zero.
+    if (multiple_) MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ private:
+  struct Segments {
+    std::vector<int> counts, displs;
+    size_t total = 0;
+  };
+  Segments segments(const std::vector<size_t>& counts, const char* op) const {
+    GP_CHECK(counts.size() == size_t(size_), "[comm] ", op, " with ", counts.size(), " segments in a job of ",
+             size_, " ranks");
+    Segments s;
+    for (size_t c : counts) {
+      GP_CHECK(c <= size_t(INT_MAX) && s.total + c <= size_t(INT_MAX), "[comm] ", op, " of more than ", INT_MAX,
+               " elements: split it");
+      s.counts.push_back(int(c));
+      s.displs.push_back(int(s.total));
+      s.total += c;
+    }
+    return s;
+  }
+
+  static void allreduce(void* buf, size_t n, MPI_Datatype type, size_t elem) {
+    auto* p = static_cast<char*>(buf);
+    for (size_t done = 0; done < n;) {
+      const size_t k = std::min<size_t>(n - done, size_t(1) << 30);
+      MPI_Allreduce(MPI_IN_PLACE, p + done * elem, int(k), type, MPI_SUM, MPI_COMM_WORLD);
+      done += k;
+    }
+  }
+
+  CommHandle enqueue(std::string what, std::function<void()> fn) {
+    auto s = std::make_shared<CommHandle::State>();
+    s->what = std::move(what);
+    s->comm = this;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.push_back({s, std::move(fn)});
+    }
+    cv_.notify_one();
+    return CommHandle(s);
+  }
+
+  void loop() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, nothing left
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        t.fn();
+        t.state->finish();
+      } catch (...) {
+        t.state->finish(std::current_exception());
+      }
+    }
+  }
+
+  struct Task {
+    std::shared_ptr<CommHandle::State> state;
+    std::function<void()> fn;
+  };
+  int rank_ = 0, size_ = 1;
+  bool multiple_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+
+}  // namespace genperf
+
+#else
+
+namespace genperf {
+std::unique_ptr<Communicator> make_mpi_comm() { return nullptr; }
+}  // namespace genperf
+
+#endif

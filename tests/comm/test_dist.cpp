@@ -1,0 +1,225 @@
+// Training across ranks end to end, under mpirun (OpenMPI from Debian; 2, 3 and 4 ranks
+// oversubscribed on this machine's cores): the collectives against references (genperf
+// test-comm), faults that end every rank, and data-parallel and ZeRO-1 training that matches the
+// single-rank run with the same global batch (losses and weights within 1e-6 relative), with the
+// communication volume and model-state bytes of the formulas, and resumes on another rank count.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "common/test_util.h"
+#include "genperf/comm.h"
+#include "genperf/error.h"
+#include "genperf/fileio.h"
+#include "genperf/json.h"
+#include "io/safetensors.h"
+
+using namespace genperf;
+using genperf::testing::CliResult;
+using genperf::testing::kGenperf;
+using genperf::testing::run_command;
+using genperf::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+TEST(Comm, OneRankIsTheIdentity) {
+  auto c = make_local_comm();
+  EXPECT_EQ(c->rank(), 0);
+  EXPECT_EQ(c->size(), 1);
+  std::vector<float> x = {1, 2, 3};
+  c->all_reduce(x.data(), x.size()).wait();
+  c->reduce_scatter(x.data(), {3}).wait();
+  c->all_gather(x.data(), {3}).wait();
+  EXPECT_EQ(x, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(c->stats().bytes, 0);
+  EXPECT_THROW(c->reduce_scatter(x.data(), {1, 2}), Error);
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // OpenMPI refuses root unless told; LeakSanitizer would report OpenMPI's own allocations.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    have_ = run_command("mpirun --version >/dev/null 2>&1") == 0;
+    if (!have_) return;
+    dir_ = new TempDir("dist");
+    const std::string kjv = *dir_ / "kjv.txt";
+    ASSERT_EQ(run_command("bash " + std::string(GENPERF_TEST_DIR) + "/../scripts/data/kjv.sh " + kjv), 0)
+        << "needs Debian's bible-kjv: run scripts/deps.sh";
+    ASSERT_EQ(run_command("head -n 3000 " + kjv + " > " + (*dir_ / "train.txt")), 0);
+    ASSERT_EQ(run_command("spm_train --input=" + (*dir_ / "train.txt") + " --model_prefix=" + (*dir_ / "tokenizer") +
+                          " --vocab_size=400 --model_type=bpe --character_coverage=1.0 --byte_fallback=true"
+                          " --random_seed=1 --minloglevel=2 >/dev/null 2>&1"), 0)
+        << "spm_train failed: run scripts/deps.sh";
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!have_) GTEST_SKIP() << "mpirun is missing: run scripts/deps.sh (openmpi-bin)";
+  }
+
+  // `mpirun -np n genperf args` (n = 0: genperf alone), standard error kept.
+  static CliResult run(int n, const std::string& args, const std::string& env = "") {
+    CliResult r;
+    const std::string err = *dir_ / "stderr.txt";
+    const std::string launcher = n > 0 ? "mpirun --oversubscribe -np " + std::to_string(n) + " " : "";
+    r.code = run_command(env + " " + launcher + kGenperf + " " + args + " 2>" + err, &r.out);
+    r.err = read_bytes(err);
+    return r;
+  }
+  static std::string read_bytes(const std::string& p) { return genperf::testing::read_bytes(p); }
+
+  // A tiny model trained for 4 steps of 4 micro-batches (the global batch), one thread a rank.
+  static std::string train_args(const std::string& out, const std::string& extra = "") {
+    return "train --text " + (*dir_ / "train.txt") + " --tokenizer " + (*dir_ / "tokenizer.model") + " --shape tiny --seq 32 --batch 2 "
+           "--grad-accum 4 --steps 4 --lr 3e-3 --warmup 1 --eval-every 2 --dtype f32 --threads 1 --seed 3 --out " +
+           out + " " + extra;
+  }
+
+  static std::vector<Json> log_records(const std::string& dir) {
+    std::vector<Json> out;
+    std::istringstream in(read_text_file(dir + "/train_log.jsonl"));
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"loss\"") != std::string::npos) out.push_back(Json::parse(line));
+    return out;
+  }
+
+  // Losses and every weight tensor of two runs within `tol` relative (tensors by their norm).
+  static void expect_same_run(const std::string& a, const std::string& b, double tol) {
+    const auto la = log_records(a), lb = log_records(b);
+    ASSERT_EQ(la.size(), lb.size());
+    ASSERT_FALSE(la.empty());
+    for (size_t i = 0; i < la.size(); ++i) {
+      const double x = la[i].at("loss").as_number(), y = lb[i].at("loss").as_number();
+      EXPECT_LE(std::fabs(x - y), tol * std::fabs(x)) << b << " step " << i + 1 << ": loss " << y << " vs " << x;
+    }
+    const SafetensorsFile fa = read_safetensors(a + "/model.safetensors"), fb = read_safetensors(b + "/model.safetensors");
+    ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+    for (const auto& [name, ta] : fa.tensors) {
+      const Tensor& tb = fb.tensors.at(name);
+      ASSERT_EQ(ta.numel(), tb.numel()) << name;
+      const auto* pa = static_cast<const float*>(ta.raw());
+      const auto* pb = static_cast<const float*>(tb.raw());
+      double diff = 0, norm = 0;
+      for (int64_t i = 0; i < ta.numel(); ++i) {
+        diff += (double(pa[i]) - double(pb[i])) * (double(pa[i]) - double(pb[i]));
+        norm += double(pa[i]) * double(pa[i]);
+      }
+      EXPECT_LE(std::sqrt(diff), tol * std::sqrt(norm)) << b << ": " << name;
+    }
+  }
+
+  static inline bool have_ = false;
+  static inline TempDir* dir_ = nullptr;
+  TempDir tmp_{"dist-run"};
+};
+
+TEST_F(Mpi, CollectivesMatchTheirReferences) {
+  for (int n : {2, 3, 4}) {
+    const CliResult r = run(n, "test-comm --n 70001 --seed " + std::to_string(n));
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (int k = 0; k < n; ++k)
+      EXPECT_NE(r.out.find("[rank " + std::to_string(k) + "/" + std::to_string(n) + "] test-comm: 7 checks passed"),
+                std::string::npos)
+          << r.out;
+  }
+}
+
+// One rank fails (as on a bad file), dies (SIGKILL) or stops answering: every rank ends, non-zero,
+// well within the timeout, and the message names the rank.
+TEST_F(Mpi, FaultsEndEveryRank) {
+  struct Case {
+    const char* flag;
+    const char* names;
+  } cases[] = {{"--fail-rank 1", "[rank 1/3] genperf: [test-comm] rank 1 failed"},
+               {"--kill-rank 1", "rank 1"},
+               {"--hang-rank 1", "[rank 0/3] genperf: [comm] no progress for 3 s"}};
+  for (const Case& c : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const CliResult r = run(3, std::string("test-comm ") + c.flag, "GENPERF_COMM_TIMEOUT=3 timeout 60");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.code, 0) << c.flag;
+    EXPECT_NE(r.code, 124) << c.flag << ": the job hung until timeout(1) ended it";
+    EXPECT_LT(s, 30) << c.flag;
+    EXPECT_NE((r.out + r.err).find(c.names), std::string::npos) << c.flag << ":\n" << r.out << r.err;
+  }
+}
+
+// Data parallel (none) and ZeRO-1 (optimizer) at 2 and 4 ranks against one rank with the same
+// global batch: the same losses and weights within 1e-6, the formulas' bytes on the wire and in
+// memory, and the shared files written once.
+TEST_F(Mpi, DataParallelMatchesOneRank) {
+  const CliResult one = run(0, train_args(tmp_ / "one"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  const double P = Json::parse(read_text_file(tmp_ / "one/train_run.json")).at("trainable_parameters").as_number();
+  for (int n : {2, 4})
+    for (const char* shard : {"none", "optimizer"}) {
+      const std::string out = tmp_ / cat("r", n, shard);
+      const CliResult r = run(n, train_args(out, cat("--shard ", shard, " --bucket-mb 0.05")));
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_NE(r.out.find(cat("[rank 0/", n, "] step 4/4")), std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find("[rank 1/"), std::string::npos) << "only rank 0 reports:\n" << r.out;
+      expect_same_run(tmp_ / "one", out, 1e-6);
+      // Bytes sent per step: 2 P (N-1)/N floats for both modes (all-reduce, or reduce-scatter
+      // plus all-gather), within 1% (the loss and norm scalars are the rest).
+      const double want = 2 * P * double(n - 1) / double(n) * 4;
+      for (const Json& rec : log_records(out)) {
+        EXPECT_NEAR(rec.at("comm_bytes").as_number(), want, 0.01 * want) << out;
+      }
+      // Model state per rank: 16 P, or 8 P + 8 P / N with the optimizer sharded (within 5%).
+      const Json state = Json::parse(read_text_file(out + "/train_run.json")).at("model_state_bytes_per_rank");
+      const double formula = std::string(shard) == "none" ? 16 * P : 8 * P + 8 * P / n;
+      EXPECT_NEAR(state.at("total").as_number(), formula, 0.05 * formula) << out;
+    }
+}
+
+// ZeRO-1 at 2 ranks stopped at step 2, resumed at 4 ranks: the uninterrupted run's losses and
+// weights; resumed at 2 ranks: the same bits.
+TEST_F(Mpi, ResumesOnAnotherRankCount) {
+  const std::string shard = "--shard optimizer --bucket-mb 0.05";
+  ASSERT_EQ(run(2, train_args(tmp_ / "whole", shard)).code, 0);
+  for (int n : {2, 4}) {
+    const std::string out = tmp_ / cat("split", n);
+    const CliResult first = run(2, train_args(out, shard + " --stop-at 2"));
+    ASSERT_EQ(first.code, 0) << first.err;
+    const CliResult rest = run(n, train_args(out, shard + " --resume"));
+    ASSERT_EQ(rest.code, 0) << rest.err;
+    if (n == 2) {
+      EXPECT_EQ(read_bytes(tmp_ / "whole/model.safetensors"), read_bytes(out + "/model.safetensors"));
+    }
+    expect_same_run(tmp_ / "whole", out, n == 2 ? 0.0 : 1e-6);
+  }
+}
+
+// LoRA with dropout: each rank draws the masks of its micro-batches as one rank would.
+TEST_F(Mpi, LoraFineTuningMatchesOneRank) {
+  ASSERT_EQ(run(0, train_args(tmp_ / "base")).code, 0);
+  const std::string ft = "finetune --model " + (tmp_ / "base") + " --text " + (*dir_ / "train.txt") +
+                         " --seq 32 --batch 2 --grad-accum 4 --steps 3 --lr 1e-3 --lora-rank 4 --lora-dropout 0.2 "
+                         "--dtype f32 --threads 1 --out ";
+  ASSERT_EQ(run(0, ft + (tmp_ / "ft1")).code, 0);
+  const CliResult r = run(2, ft + (tmp_ / "ft2") + " --shard optimizer");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_run(tmp_ / "ft1", tmp_ / "ft2", 1e-6);
+}
+
+TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {
+  const CliResult r = run(4, train_args(tmp_ / "odd", "--grad-accum 6"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--grad-accum 6"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("across 4 ranks"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "odd/model.safetensors"));
+  const CliResult z = run(2, train_args(tmp_ / "z3", "--shard full"));
+  EXPECT_NE(z.code, 0);
+  EXPECT_NE(z.err.find("--shard full"), std::string::npos) << z.err;
+}
+
+}  // namespace
