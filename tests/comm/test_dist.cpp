@@ -211,6 +211,44 @@ TEST_F(Mpi, LoraFineTuningMatchesOneRank) {
   expect_same_run(tmp_ / "ft1", tmp_ / "ft2", 1e-6);
 }
 
+// A rank killed (SIGKILL) mid-run ends the job, non-zero, naming the rank; a resume from the
+// last complete state finishes the run with the losses of one that never stopped.
+TEST_F(Mpi, AKilledRankEndsTheJobAndTheRunResumes) {
+  const std::string out = tmp_ / "killed", args = train_args(out, "--steps 300 --save-every 1 --eval-every 0");
+  ASSERT_EQ(run(2, train_args(tmp_ / "whole", "--steps 300 --save-every 1 --eval-every 0")).code, 0);
+  // In the background; once step 3 is logged, rank 1 (the process whose launcher environment
+  // says so) is killed.
+  std::string script = R"(
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0
+mpirun --oversubscribe -np 2 GENPERF ARGS >TMP/job.txt 2>&1 &
+job=$!
+for i in $(seq 1 600); do grep -q '"step":3,' OUT/train_log.jsonl 2>/dev/null && break; sleep 0.05; done
+for p in $(pgrep -f 'genperf train.*OUT'); do
+  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && kill -9 $p
+done
+start=$(date +%s)
+wait $job
+echo "rc=$? after $(( $(date +%s) - start )) s"
+)";
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"GENPERF", kGenperf}, {"ARGS", args},
+                                   {"TMP", tmp_.path()}, {"OUT", out}})
+    for (size_t at = 0; (at = script.find(key, at)) != std::string::npos; at += value.size())
+      script.replace(at, key.size(), value);
+  genperf::testing::write_bytes(tmp_ / "kill.sh", script);
+  std::string said;
+  run_command("bash " + (tmp_ / "kill.sh"), &said);
+  const std::string job = read_bytes(tmp_ / "job.txt");
+  EXPECT_EQ(said.find("rc=0 "), std::string::npos) << said << job;
+  EXPECT_NE(job.find("rank 1"), std::string::npos) << job;
+  const Json log_end = log_records(out).back();
+  EXPECT_LT(log_end.at("step").as_number(), 300) << "the job finished before the kill: make it longer";
+  // Resume from the last complete state: the uninterrupted run's losses and weights, bit for bit.
+  const CliResult rest = run(2, args + " --resume");
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_EQ(read_bytes(tmp_ / "whole/model.safetensors"), read_bytes(out + "/model.safetensors"));
+  expect_same_run(tmp_ / "whole", out, 0.0);
+}
+
 TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {
   const CliResult r = run(4, train_args(tmp_ / "odd", "--grad-accum 6"));
   EXPECT_NE(r.code, 0);
