@@ -154,7 +154,9 @@ void Trainer::save_state(const std::string& path) {
   const int64_t n = int64_t(m.trainable_params().size());
   auto wrap = [n](std::span<float> s) { return Tensor::wrap(s.data(), {n}, DType::F32, nullptr); };
   // A sharded optimizer state is gathered whole (collective), then rank 0 writes.
-  std::vector<float> m1 = dp_.gather(opt.first_moment()), m2 = dp_.gather(opt.second_moment());
+  const bool sharded = dp_.shard_size() != size_t(n);
+  std::vector<float> m1, m2;
+  if (sharded) m1 = dp_.gather(opt.first_moment()), m2 = dp_.gather(opt.second_moment());
   if (dp_.rank() != 0) return;
   const DataPosition pos = loader_.position();
   const std::map<std::string, std::string> md = {
@@ -170,8 +172,8 @@ void Trainer::save_state(const std::string& path) {
       {"trainable", std::to_string(n)},
   };
   write_safetensors(path, {{"params", wrap(m.trainable_params())},
-                           {"adam.m", wrap(m1)},
-                           {"adam.v", wrap(m2)}},
+                           {"adam.m", wrap(sharded ? std::span<float>(m1) : opt.first_moment())},
+                           {"adam.v", wrap(sharded ? std::span<float>(m2) : opt.second_moment())}},
                     md);
 }
 
