@@ -8,10 +8,20 @@
 //     goes on with the layers before it;
 //   - ShardMode::None keeps full optimizer state on every rank and all-reduces the gradients
 //     (2 P (N-1)/N elements sent per rank and step); ShardMode::Optimizer (ZeRO-1) gives rank r
-//     the AdamW state of its 1/N of the parameters: buckets are reduce-scattered to their owners,
-//     each rank updates its shard and the parameters are all-gathered (the same 2 P (N-1)/N).
+//     the AdamW state of its contiguous 1/N of the parameters: buckets are reduce-scattered to
+//     their owners, each rank updates its shard and the parameters are all-gathered (the same
+//     2 P (N-1)/N);
+//   - ShardMode::Grads (ZeRO-2) also keeps only the shard's gradients: the full gradient buffer
+//     is a window of pages that backward fills and that each bucket gives back once reduced
+//     (madvise), so only the buckets in flight are resident; every micro-batch's buckets are
+//     reduced (as DeepSpeed does), the shard accumulating them;
+//   - ShardMode::Full (ZeRO-3, FSDP) keeps only the shard's parameters too: the parameter buffer
+//     is a window as well, each unit (the embedding, a layer, the norm and head) all-gathered
+//     before it is read and given back after, in forward and again in backward, the next unit's
+//     gather issued while the current one computes (3 P (N-1)/N sent per step).
 // Model state per rank, f32 AdamW over P trainable parameters: None 16 P bytes, Optimizer
-// 8 P + 8 P / N.
+// 8 P + 8 P / N, Grads 4 P + 12 P / N, Full 16 P / N; the windows' resident pages are reported
+// as communication buffers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,13 +32,14 @@
 
 #include "genperf/comm.h"
 #include "genperf/json.h"
+#include "genperf/tensor.h"
 #include "genperf/train.h"
 
 namespace genperf {
 
-// --shard: none (plain data parallel), optimizer (ZeRO-1). ZeRO-2 (grads) and ZeRO-3/FSDP (full)
-// are not built yet and are refused by name.
-enum class ShardMode : uint8_t { None = 0, Optimizer = 1 };
+// --shard: none (plain data parallel), optimizer (ZeRO-1), grads (ZeRO-2), full (ZeRO-3/FSDP).
+// grads and full need full training (LoRA's adapters are small: none or optimizer).
+enum class ShardMode : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
 const char* shard_mode_name(ShardMode m);
 ShardMode parse_shard_mode(std::string_view s);
 
@@ -40,8 +51,11 @@ struct DistOptions {
 };
 
 // Bytes of model state one rank holds (trainable parameters, their gradients, optimizer state).
+// comm_buffers: the largest resident part of the gradient and parameter windows seen in the
+// last step (measured with mincore), for Grads and Full; not model state.
 struct ModelStateBytes {
   size_t params = 0, grads = 0, optimizer = 0;
+  size_t comm_buffers = 0;
   size_t total() const { return params + grads + optimizer; }
   Json to_json() const;
 };
@@ -50,6 +64,9 @@ class DataParallel {
  public:
   // The model must outlive this. Checks the options; grad_accum must split evenly across ranks.
   DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;  // the model's hooks point at this object
+  DataParallel& operator=(const DataParallel&) = delete;
 
   Communicator& comm() const { return *comm_; }
   int rank() const { return comm_->rank(); }
@@ -72,9 +89,15 @@ class DataParallel {
   // The loss is the mean over all ranks' micro-batches, the same on every rank.
   StepResult step(AdamW& opt, std::span<const MicroBatch> micro, float lr, double max_grad_norm);
 
-  // A full copy of a sharded optimizer state (a moment) on every rank, for a checkpoint
-  // (collective when sharded); to resume, each rank reads [shard_begin(), + shard_size()).
+  // A full copy of a sharded state (a moment, the Full mode's parameters) on every rank, for a
+  // checkpoint (collective when sharded); to resume, each rank reads [shard_begin(), + shard_size()).
   std::vector<float> gather(std::span<const float> shard);
+  // Where this rank's parameters [shard_begin(), + shard_size()) live: the model's buffer, or
+  // for Full the shard of its own.
+  std::span<float> param_shard();
+  // Full: gathers every unit into the model's parameter buffer and keeps it there, so that the
+  // model can be read whole (export); collective. The next step frees it again.
+  void gather_all_params();
 
   ModelStateBytes model_state(const AdamW& opt) const;
   // Bytes sent per step by this rank in the last step (CommStats convention).
@@ -83,6 +106,11 @@ class DataParallel {
 
  private:
   void launch(size_t ready_from);  // buckets whose gradients are all at and after ready_from
+  void drain(bool all);            // Grads, Full: bucket results into the shard, pages freed
+  void on_params(int64_t unit, bool done, bool backward);  // Full: gather, prefetch, free
+  void gather_unit(size_t unit);
+  void note_resident();
+  bool paged() const { return o_.shard == ShardMode::Grads || o_.shard == ShardMode::Full; }
 
   TrainModel& model_;
   DistOptions o_;
@@ -95,6 +123,15 @@ class DataParallel {
   size_t next_bucket_ = 0;
   std::vector<CommHandle> pending_;
   double step_bytes_ = 0, step_wait_s_ = 0;
+  // Grads and Full: the windows (model buffers), the shard's gradients (and Full's parameters),
+  // buckets launched but not drained, and the window's lowest freed offset.
+  Tensor grad_window_, param_window_;
+  std::vector<float> grad_shard_, param_shard_;
+  size_t drained_ = 0, freed_from_ = 0;
+  std::vector<std::vector<std::pair<size_t, size_t>>> units_;
+  std::vector<std::vector<CommHandle>> gathers_;  // per unit: its gather in flight or done
+  std::vector<bool> gathered_;
+  size_t resident_peak_ = 0;
 };
 
 }  // namespace genperf

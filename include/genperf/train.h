@@ -205,6 +205,18 @@ class TrainModel {
   // backward goes on. Empty: no calls.
   void set_grads_ready_hook(std::function<void(size_t trainable_offset)> hook);
 
+  // Fully sharded training (genperf/dist.h). The parameters come in units, each read as a
+  // whole: unit 0 the embedding, 1 + l layer l, L + 1 the final norm and head (with a tied
+  // head, the embedding's range too); param_units gives each unit's ranges of params(). The
+  // hook is called with done = false before a unit is read and true after (forward: 0, 1 .. L,
+  // L + 1; backward: L + 1, L .. 1). Empty: no calls.
+  std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const;
+  void set_params_hook(std::function<void(int64_t unit, bool done, bool backward)> hook);
+  // Moves the parameters and gradients into buffers of num_params() f32 the caller provides (for
+  // sharded training: windows whose pages are filled and freed as units run), copying nothing;
+  // an undefined tensor keeps that buffer. Full training only (not with LoRA).
+  void adopt_buffers(Tensor params, Tensor grads);
+
   ActivationMemory activation_memory() const;  // of the last forward's shape
   static ActivationMemory activation_memory(const LlamaConfig& c, const TrainOptions& o,
                                             int64_t B, int64_t T,

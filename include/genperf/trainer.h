@@ -77,6 +77,9 @@ class Trainer {
   DataPosition data_position() const { return loader_.position(); }
   int64_t tokens_per_step() const;  // across all ranks
   const DataParallel& data_parallel() const { return dp_; }
+  // Makes the model's parameters whole on every rank (fully sharded training keeps a shard);
+  // collective. Before reading the model (export).
+  void gather_params() { dp_.gather_all_params(); }
   ModelStateBytes model_state() const { return dp_.model_state(opt_); }
 
  private:

@@ -1,8 +1,13 @@
 // Data-parallel training: the step that splits micro-batches across ranks, reduces gradient
 // buckets while backward runs, and updates each rank's shard of the optimizer state
 // (genperf/dist.h).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include "genperf/dist.h"
 #include "genperf/error.h"
@@ -10,21 +15,75 @@
 
 namespace genperf {
 
-const char* shard_mode_name(ShardMode m) { return m == ShardMode::Optimizer ? "optimizer" : "none"; }
+namespace {
+
+size_t page_floats() {
+  static const size_t n = size_t(sysconf(_SC_PAGESIZE)) / sizeof(float);
+  return n;
+}
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// n floats of pages that materialize (as zeros) when first written: a window that sharded
+// training fills and gives back (release) as units and buckets come and go.
+Tensor paged_zeros(size_t n) {
+  const size_t bytes = round_up(std::max<size_t>(n, 1) * sizeof(float), page_floats() * sizeof(float));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  GP_CHECK(p != MAP_FAILED, "[train] cannot reserve ", bytes, " bytes of address space: ", std::strerror(errno));
+  std::shared_ptr<void> owner(p, [bytes](void* q) { munmap(q, bytes); });
+  return Tensor::wrap(p, {int64_t(n)}, DType::F32, owner);
+}
+
+// Gives back the whole pages inside [lo, hi) of a window (they read as zeros again).
+void release(float* base, size_t lo, size_t hi) {
+  const size_t a = round_up(lo, page_floats()), b = hi / page_floats() * page_floats();
+  if (b > a) madvise(base + a, (b - a) * sizeof(float), MADV_DONTNEED);
+}
+
+// Bytes of a window's pages that are resident.
+size_t resident_bytes(const float* base, size_t n) {
+  const size_t pages = round_up(n, page_floats()) / page_floats();
+  std::vector<unsigned char> in(pages);
+  if (mincore(const_cast<float*>(base), pages * page_floats() * sizeof(float), in.data()) != 0) return 0;
+  size_t r = 0;
+  for (unsigned char c : in) r += c & 1;
+  return r * page_floats() * sizeof(float);
+}
+
+// Each rank's part of [lo, hi) when rank r owns counts[r] values after those of ranks < r.
+std::vector<size_t> parts_of(size_t lo, size_t hi, const std::vector<size_t>& counts) {
+  std::vector<size_t> part(counts.size());
+  size_t begin = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const size_t a = std::max(lo, begin), b = std::min(hi, begin + counts[r]);
+    part[r] = b > a ? b - a : 0;
+    begin += counts[r];
+  }
+  return part;
+}
+
+}  // namespace
+
+const char* shard_mode_name(ShardMode m) {
+  switch (m) {
+    case ShardMode::Optimizer: return "optimizer";
+    case ShardMode::Grads: return "grads";
+    case ShardMode::Full: return "full";
+    default: return "none";
+  }
+}
 
 ShardMode parse_shard_mode(std::string_view s) {
-  if (s == "none") return ShardMode::None;
-  if (s == "optimizer") return ShardMode::Optimizer;
-  if (s == "grads" || s == "full")
-    fail("[train] --shard ", s, " (ZeRO-", s == "grads" ? 2 : 3, ") is not built yet: use none or optimizer");
-  fail("[train] unknown --shard '", s, "': expected none or optimizer");
+  for (ShardMode m : {ShardMode::None, ShardMode::Optimizer, ShardMode::Grads, ShardMode::Full})
+    if (s == shard_mode_name(m)) return m;
+  fail("[train] unknown --shard '", s, "': expected none, optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)");
 }
 
 Json ModelStateBytes::to_json() const {
   return Json::Object{{"params", int64_t(params)},
                       {"grads", int64_t(grads)},
                       {"optimizer", int64_t(optimizer)},
-                      {"total", int64_t(total())}};
+                      {"total", int64_t(total())},
+                      {"comm_buffers", int64_t(comm_buffers)}};
 }
 
 DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum) : model_(m), o_(o) {
@@ -47,32 +106,119 @@ DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum) : m
     shard_lo_ = std::min(P, size_t(rank()) * S);
     shard_hi_ = shard_lo_ + counts_[size_t(rank())];
   }
-  const size_t per = std::max<size_t>(1, o_.bucket_bytes / sizeof(float));
+  // Buckets from the end of the buffer; their inner edges on page boundaries, so that each
+  // bucket's pages can be given back without touching its neighbours'.
+  const size_t page = page_floats();
+  const size_t per = std::max<size_t>(page, o_.bucket_bytes / sizeof(float) / page * page);
   for (size_t hi = P; hi > 0;) {
-    const size_t lo = hi > per ? hi - per : 0;
+    const size_t lo = hi > per ? (hi - per) / page * page : 0;
     buckets_.emplace_back(lo, hi);
     hi = lo;
+  }
+  if (!paged() || n == 1) return;
+  GP_CHECK(!m.lora_enabled(), "[train] --shard ", shard_mode_name(o_.shard), " needs full training: LoRA's adapters ",
+           "are small enough for --shard none or optimizer");
+  grad_shard_.assign(shard_size(), 0.0f);
+  grad_window_ = paged_zeros(P);
+  if (o_.shard == ShardMode::Full) {
+    const std::span<const float> p = m.trainable_params().subspan(shard_lo_, shard_size());
+    param_shard_.assign(p.begin(), p.end());
+    param_window_ = paged_zeros(P);
+    units_ = m.param_units();
+    gathers_.resize(units_.size());
+    gathered_.assign(units_.size(), false);
+    m.set_params_hook([this](int64_t u, bool done, bool backward) { on_params(u, done, backward); });
+  }
+  m.adopt_buffers(param_window_, grad_window_);  // the model's own buffers are freed
+}
+
+DataParallel::~DataParallel() {
+  if (paged() && ranks() > 1) model_.set_params_hook(nullptr);
+}
+
+std::span<float> DataParallel::param_shard() {
+  if (o_.shard == ShardMode::Full && ranks() > 1) return param_shard_;
+  return model_.trainable_params().subspan(shard_lo_, shard_size());
+}
+
+void DataParallel::note_resident() {
+  size_t r = resident_bytes(grad_window_.data<float>(), size_t(grad_window_.numel()));
+  if (param_window_.defined()) r += resident_bytes(param_window_.data<float>(), size_t(param_window_.numel()));
+  resident_peak_ = std::max(resident_peak_, r);
+}
+
+// Issues the all-gather of a unit into the parameter window: this rank's part of each range is
+// copied in from its shard first.
+void DataParallel::gather_unit(size_t u) {
+  if (!gathers_[u].empty()) return;
+  float* w = param_window_.data<float>();
+  for (const auto& [lo, hi] : units_[u]) {
+    const size_t a = std::max(lo, shard_lo_), b = std::min(hi, shard_hi_);
+    if (b > a) std::copy(param_shard_.begin() + ptrdiff_t(a - shard_lo_), param_shard_.begin() + ptrdiff_t(b - shard_lo_), w + a);
+    gathers_[u].push_back(comm_->all_gather(w + lo, parts_of(lo, hi, counts_)));
+  }
+}
+
+void DataParallel::on_params(int64_t unit, bool done, bool backward) {
+  const size_t u = size_t(unit), last = units_.size() - 1;
+  if (done) {
+    // Gathered in full by gather_all_params: kept until the next step.
+    if (gathered_[u]) return;
+    for (CommHandle& h : gathers_[u]) h.wait();
+    gathers_[u].clear();
+    float* w = param_window_.data<float>();
+    for (const auto& [lo, hi] : units_[u]) release(w, lo, hi);
+    return;
+  }
+  gather_unit(u);
+  for (CommHandle& h : gathers_[u]) h.wait();
+  note_resident();
+  // Prefetch the unit that runs next while this one computes: forward goes up to the head,
+  // backward down from the last layer to the first (the embedding's gradient reads no weights).
+  const size_t next = backward ? (u >= 2 ? u - 1 : 0) : (u < last ? u + 1 : 0);
+  if (next != 0) gather_unit(next);
+}
+
+void DataParallel::gather_all_params() {
+  if (o_.shard != ShardMode::Full || ranks() == 1) return;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    gather_unit(u);
+    for (CommHandle& h : gathers_[u]) h.wait();
+    gathers_[u].clear();
+    gathered_[u] = true;
+  }
+}
+
+// Takes finished buckets, in launch order, into the gradient shard and gives their pages back.
+// Everything above a drained bucket is drained, so the pages from its lower edge up are free.
+void DataParallel::drain(bool all) {
+  float* g = grad_window_.data<float>();
+  for (; drained_ < pending_.size(); ++drained_) {
+    if (!all && !pending_[drained_].done()) break;
+    pending_[drained_].wait();
+    const auto [lo, hi] = buckets_[drained_];
+    const size_t a = std::max(lo, shard_lo_), b = std::min(hi, shard_hi_);
+    for (size_t i = a; i < b; ++i) grad_shard_[i - shard_lo_] += g[i];
+    release(g, lo, freed_from_);
+    freed_from_ = std::min(freed_from_, round_up(lo, page_floats()));
   }
 }
 
 void DataParallel::launch(size_t ready_from) {
   float* g = model_.trainable_grads().data();
-  const bool sharded = o_.shard == ShardMode::Optimizer && ranks() > 1;
+  const bool sharded = o_.shard != ShardMode::None && ranks() > 1;
   for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].first >= ready_from; ++next_bucket_) {
     const auto [lo, hi] = buckets_[next_bucket_];
     if (!sharded) {
       pending_.push_back(comm_->all_reduce(g + lo, hi - lo));
       continue;
     }
-    // Each owner's part of the bucket: its shard [r S, r S + counts[r]) cut to [lo, hi).
-    std::vector<size_t> part(counts_.size());
-    size_t begin = 0;
-    for (size_t r = 0; r < counts_.size(); ++r) {
-      const size_t a = std::max(lo, begin), b = std::min(hi, begin + counts_[r]);
-      part[r] = b > a ? b - a : 0;
-      begin += counts_[r];
-    }
-    pending_.push_back(comm_->reduce_scatter(g + lo, std::move(part)));
+    // Each owner's part of the bucket: its shard cut to [lo, hi).
+    pending_.push_back(comm_->reduce_scatter(g + lo, parts_of(lo, hi, counts_)));
+  }
+  if (paged() && sharded) {
+    drain(false);
+    note_resident();
   }
 }
 
@@ -83,22 +229,37 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
            " parameters, this rank's shard ", shard_size());
   const double bytes0 = comm_->stats().bytes, wait0 = comm_->stats().wait_s;
   TrainModel& m = model_;
-  m.zero_grad();
+  const bool window = paged() && ranks() > 1;
+  // The gradient window reads as zeros once every bucket of a backward is drained; a params
+  // window gathered whole for export is given back.
+  if (!window) m.zero_grad();
+  if (window) {
+    std::fill(grad_shard_.begin(), grad_shard_.end(), 0.0f);
+    resident_peak_ = 0;
+    for (size_t u = 0; u < gathered_.size(); ++u)
+      if (gathered_[u]) {
+        gathered_[u] = false;
+        on_params(int64_t(u), true, false);
+      }
+  }
   m.set_lora_step(opt.step_count(), first_micro());  // dropout masks from the step: reproduced on resume
   const double count = double(local_) * double(ranks());
   double loss = 0;
-  pending_.clear();
-  next_bucket_ = 0;
   for (size_t i = 0; i < micro.size(); ++i) {
     const MicroBatch& mb = micro[i];
     loss += m.forward(mb.tokens, mb.targets, mb.B, mb.T);
-    // Buckets are reduced during the last backward only (earlier ones accumulate locally).
+    // Buckets are reduced during the last backward only (earlier ones accumulate locally), or,
+    // with the gradients sharded, during every backward (the window holds one at a time).
     const bool last = i + 1 == micro.size();
-    if (last && o_.overlap) m.set_grads_ready_hook([this](size_t from) { launch(from); });
+    pending_.clear();
+    next_bucket_ = drained_ = 0;
+    freed_from_ = round_up(m.trainable_grads().size(), page_floats());
+    if ((last || window) && o_.overlap) m.set_grads_ready_hook([this](size_t from) { launch(from); });
     m.backward(float(1.0 / count));
     m.set_grads_ready_hook(nullptr);
+    if (last || window) launch(0);
+    if (window) drain(true);
   }
-  launch(0);
   for (CommHandle& h : pending_) h.wait();
   pending_.clear();
 
@@ -108,7 +269,8 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
   r.loss = sum[0] / count;
   r.lr = lr;
   const std::span<float> grads = m.trainable_grads(), params = m.trainable_params();
-  const std::span<float> g = grads.subspan(shard_lo_, shard_size()), p = params.subspan(shard_lo_, shard_size());
+  const std::span<float> g = window ? std::span<float>(grad_shard_) : grads.subspan(shard_lo_, shard_size());
+  const std::span<float> p = param_shard();
   if (shard_size() == grads.size()) {
     r.grad_norm = clip_grad_norm(grads, max_grad_norm);
   } else {
@@ -127,7 +289,9 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
     if (b > a) segs.push_back({a - shard_lo_, b - a, s.decay});
   }
   opt.step(p, g, segs, lr);
-  if (shard_size() != params.size()) comm_->all_gather(params.data(), counts_).wait();
+  // Full gathers its units as they run; the others gather the updated parameters now.
+  const bool full = o_.shard == ShardMode::Full && ranks() > 1;
+  if (shard_size() != params.size() && !full) comm_->all_gather(params.data(), counts_).wait();
   step_bytes_ = comm_->stats().bytes - bytes0;
   step_wait_s_ = comm_->stats().wait_s - wait0;
   return r;
@@ -143,9 +307,11 @@ std::vector<float> DataParallel::gather(std::span<const float> shard) {
 
 ModelStateBytes DataParallel::model_state(const AdamW& opt) const {
   ModelStateBytes b;
-  b.params = model_.trainable_params().size() * sizeof(float);
-  b.grads = model_.trainable_grads().size() * sizeof(float);
+  const bool window = paged() && ranks() > 1;
+  b.params = (o_.shard == ShardMode::Full && window ? shard_size() : model_.trainable_params().size()) * sizeof(float);
+  b.grads = (window ? shard_size() : model_.trainable_grads().size()) * sizeof(float);
   b.optimizer = opt.state_bytes();
+  b.comm_buffers = resident_peak_;
   return b;
 }
 

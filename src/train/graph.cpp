@@ -311,9 +311,19 @@ struct LlamaGraph<F>::Step {
     for (LoraTarget t : ts) g.lora_forward(l, t, in, y);
   }
 
-  void embed() { embedding_forward(g.res_.data(), g.tokens_.data(), p + g.layout_.embed, N, C, V); }
+  // Parameter units are announced around their use (LlamaGraph::on_params), except when
+  // backward recomputes a layer, whose unit backward has announced.
+  void params(int64_t unit, bool done) {
+    if (g.on_params && !recompute) g.on_params(unit, done, false);
+  }
+  void embed() {
+    params(0, false);
+    embedding_forward(g.res_.data(), g.tokens_.data(), p + g.layout_.embed, N, C, V);
+    params(0, true);
+  }
   void attn_norm(int64_t l) {
     at(l);
+    params(1 + l, false);
     rmsnorm_forward(a.h1, a.rstd1, x, p + o->attn_norm, N, C, c.rms_norm_eps);
   }
   void qkv(int64_t l) {
@@ -363,12 +373,17 @@ struct LlamaGraph<F>::Step {
   void residual_ffn(int64_t l) {
     at(l);
     if (out) residual_forward(out, a.xmid, out, N * C);
+    params(1 + l, true);
   }
   void final_norm() {
+    params(c.num_hidden_layers + 1, false);
     rmsnorm_forward(g.hf_.data(), g.rstdf_.data(), g.res_.data() + c.num_hidden_layers * N * C,
                     p + g.layout_.norm, N, C, c.rms_norm_eps);
   }
-  void head() { matmul_forward(g.logits_.data(), g.hf_.data(), p + g.layout_.lm_head, none, N, C, V, bf); }
+  void head() {
+    matmul_forward(g.logits_.data(), g.hf_.data(), p + g.layout_.lm_head, none, N, C, V, bf);
+    params(c.num_hidden_layers + 1, true);
+  }
 };
 
 template <typename F>
@@ -446,21 +461,25 @@ void LlamaGraph<F>::backward(const F* p, F* g, double loss_scale, const F* adapt
   const auto& c = config_;
   const int64_t N = B_ * T_, C = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers;
   F* dlogits = logits_.data();  // the logits are not needed after their gradient
+  if (on_params) on_params(L + 1, false, true);
   crossentropy_backward(dlogits, logits_.data(), lse_.data(), targets_.data(), N, V,
                         scored_ ? loss_scale / double(scored_) : 0.0);
   matmul_backward(dh_.data(), g ? g + layout_.lm_head : nullptr, static_cast<F*>(nullptr), dlogits,
                   hf_.data(), p + layout_.lm_head, N, C, V, bf16_scratch());
   rmsnorm_backward(dres_.data(), g ? g + layout_.norm : nullptr, dh_.data(), res_.data() + L * N * C,
                    p + layout_.norm, rstdf_.data(), N, C);
+  if (on_params) on_params(L + 1, true, true);
   if (on_grads_ready) on_grads_ready(L);
   for (int64_t l = L - 1; l >= 0; --l) {
     const F* x = res_.data() + l * N * C;
+    if (on_params) on_params(1 + l, false, true);
     // With checkpointing the shared buffers still hold the last layer from the forward.
     if (options_.checkpoint_layers && l != L - 1) {
       Step e{*this, p, true};
       llama::block_forward(e, l);
     }
     layer_backward(p, g, l, x, dres_.data());
+    if (on_params) on_params(1 + l, true, true);
     if (on_grads_ready) on_grads_ready(l);
   }
   if (g) embedding_backward(g + layout_.embed, dres_.data(), tokens_.data(), N, C);

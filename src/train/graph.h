@@ -133,6 +133,12 @@ class LlamaGraph {
   // final norm), l (layer l, from L-1 down), -1 (the embedding: every gradient). Data-parallel
   // training starts reducing a gradient bucket as soon as it is complete. Empty: no calls.
   std::function<void(int64_t stage)> on_grads_ready;
+  // Around the reads of each unit of parameters, for fully sharded training (FSDP gathers a
+  // unit before it runs and frees it after): unit 0 is the embedding, 1 + l layer l, L + 1 the
+  // final norm and head. done = false before a unit's parameters are read, true after. Forward:
+  // 0, 1 .. L, L + 1; backward: L + 1 (head and norm), L .. 1 (with layer checkpointing the
+  // recompute falls inside); the embedding's gradient reads no weights. Empty: no calls.
+  std::function<void(int64_t unit, bool done, bool backward)> on_params;
 
   bool has_forward() const { return have_forward_; }  // a forward waits for its backward
   const F* logits() const { return logits_.data(); }  // [N, V], valid between forward and backward

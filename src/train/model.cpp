@@ -344,6 +344,33 @@ void TrainModel::set_lora_step(int64_t step, int64_t first_micro) {
   impl_->graph.set_lora_step(step, first_micro);
 }
 
+std::vector<std::vector<std::pair<size_t, size_t>>> TrainModel::param_units() const {
+  const train::ParamLayout& lay = impl_->graph.layout();
+  std::vector<std::vector<std::pair<size_t, size_t>>> units;
+  const ParamInfo& embed = lay.params.front();
+  units.push_back({{embed.offset, embed.offset + embed.numel}});
+  for (size_t l = 0; l < lay.layers.size(); ++l) {
+    const size_t end = l + 1 < lay.layers.size() ? lay.layers[l + 1].attn_norm : lay.norm;
+    units.push_back({{lay.layers[l].attn_norm, end}});
+  }
+  units.push_back({{lay.norm, lay.total}});  // the final norm, and the head when it is untied
+  if (lay.lm_head == lay.embed) units.back().push_back(units.front().front());
+  return units;
+}
+
+void TrainModel::set_params_hook(std::function<void(int64_t, bool, bool)> hook) {
+  impl_->graph.on_params = std::move(hook);
+}
+
+void TrainModel::adopt_buffers(Tensor params, Tensor grads) {
+  GP_CHECK(!lora_enabled(), "[train] sharded parameters need full training, not LoRA");
+  for (const Tensor* t : {&params, &grads})
+    GP_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->numel() == int64_t(num_params()) && t->is_contiguous()),
+             "[train] adopt_buffers needs contiguous f32 buffers of ", num_params(), " values, got ", t->describe());
+  if (params.defined()) impl_->params = std::move(params);
+  if (grads.defined()) impl_->grads = std::move(grads);
+}
+
 void TrainModel::set_grads_ready_hook(std::function<void(size_t)> hook) {
   auto& graph = impl_->graph;
   if (!hook) {

@@ -86,6 +86,7 @@ Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequenc
   summary["shard"] = shard_mode_name(dp.options().shard);
   summary["comm_bytes_per_step"] = dp.step_comm_bytes();
   summary["model_state_bytes_per_rank"] = trainer.model_state().to_json();
+  if (trainer.step() == tc.steps && o.export_model) trainer.gather_params();
   if (trainer.step() == tc.steps && o.export_model && writer) {
     save_hf_checkpoint(files.dir, m.config(), m.tensors(o.export_dtype), o.extra_files);
     summary["model"] = files.dir;

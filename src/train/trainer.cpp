@@ -91,11 +91,18 @@ double Trainer::validation_loss() {
   // Evaluation mode: no LoRA dropout, and the dropout counters of training stay untouched.
   const bool was_training = model_.training();
   model_.set_training(false);
-  for (int64_t b = dp_.rank(); b < use; b += dp_.ranks()) {
-    const std::span<const int32_t> tok(validation_.tokens.data() + b * B * T, size_t(B * T));
-    const std::span<const int32_t> tgt(validation_.targets.data() + b * B * T, size_t(B * T));
+  // Every rank runs as many forwards (fully sharded ones gather parameters, a collective): a
+  // rank past the end repeats batch 0 and does not count it.
+  const int64_t rounds = (use + dp_.ranks() - 1) / dp_.ranks();
+  for (int64_t k = 0; k < rounds; ++k) {
+    const int64_t b = k * dp_.ranks() + dp_.rank();
+    const int64_t at = b < use ? b : 0;
+    const std::span<const int32_t> tok(validation_.tokens.data() + at * B * T, size_t(B * T));
+    const std::span<const int32_t> tgt(validation_.targets.data() + at * B * T, size_t(B * T));
     const int64_t scored = std::count_if(tgt.begin(), tgt.end(), [](int32_t t) { return t >= 0; });
-    sum += double(model_.forward(tok, tgt, B, T)) * double(scored);
+    const double loss = model_.forward(tok, tgt, B, T);
+    if (b >= use) continue;
+    sum += loss * double(scored);
     count += double(scored);
   }
   model_.set_training(was_training);
@@ -153,10 +160,13 @@ void Trainer::save_state(const std::string& path) {
   AdamW& opt = opt_;
   const int64_t n = int64_t(m.trainable_params().size());
   auto wrap = [n](std::span<float> s) { return Tensor::wrap(s.data(), {n}, DType::F32, nullptr); };
-  // A sharded optimizer state is gathered whole (collective), then rank 0 writes.
+  // A sharded optimizer state (and Full's parameters) is gathered whole (collective), then
+  // rank 0 writes.
   const bool sharded = dp_.shard_size() != size_t(n);
-  std::vector<float> m1, m2;
+  const bool params_sharded = sharded && dp_.options().shard == ShardMode::Full;
+  std::vector<float> m1, m2, p;
   if (sharded) m1 = dp_.gather(opt.first_moment()), m2 = dp_.gather(opt.second_moment());
+  if (params_sharded) p = dp_.gather(dp_.param_shard());
   if (dp_.rank() != 0) return;
   const DataPosition pos = loader_.position();
   const std::map<std::string, std::string> md = {
@@ -171,7 +181,7 @@ void Trainer::save_state(const std::string& path) {
       {"model", shape_key(model_)},
       {"trainable", std::to_string(n)},
   };
-  write_safetensors(path, {{"params", wrap(m.trainable_params())},
+  write_safetensors(path, {{"params", wrap(params_sharded ? std::span<float>(p) : m.trainable_params())},
                            {"adam.m", wrap(sharded ? std::span<float>(m1) : opt.first_moment())},
                            {"adam.v", wrap(sharded ? std::span<float>(m2) : opt.second_moment())}},
                     md);
@@ -210,7 +220,12 @@ void Trainer::load_state(const std::string& path) {
     std::memcpy(dst.data(), static_cast<const char*>(f.tensors.at(name).raw()) + from * sizeof(float),
                 dst.size() * sizeof(float));
   };
-  copy("params", 0, model_.trainable_params());
+  const bool params_sharded = dp_.shard_size() != size_t(n) && dp_.options().shard == ShardMode::Full;
+  if (params_sharded) {
+    copy("params", dp_.shard_begin(), dp_.param_shard());
+  } else {
+    copy("params", 0, model_.trainable_params());
+  }
   copy("adam.m", dp_.shard_begin(), opt_.first_moment());
   copy("adam.v", dp_.shard_begin(), opt_.second_moment());
   opt_.set_step_count(parse_i64(md, "adam_step", path));

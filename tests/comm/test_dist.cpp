@@ -1,8 +1,9 @@
 // Training across ranks end to end, under mpirun (OpenMPI from Debian; 2, 3 and 4 ranks
 // oversubscribed on this machine's cores): the collectives against references (genperf
 // test-comm), faults that end every rank, and data-parallel and ZeRO-1 training that matches the
-// single-rank run with the same global batch (losses and weights within 1e-6 relative), with the
-// communication volume and model-state bytes of the formulas, and resumes on another rank count.
+// single-rank run with the same global batch (losses and weights within 1e-6 relative) in every
+// shard mode (ZeRO-1, 2, 3), with the communication volume and model-state bytes of the formulas,
+// and resumes on another rank count.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -153,49 +154,58 @@ TEST_F(Mpi, FaultsEndEveryRank) {
   }
 }
 
-// Data parallel (none) and ZeRO-1 (optimizer) at 2 and 4 ranks against one rank with the same
-// global batch: the same losses and weights within 1e-6, the formulas' bytes on the wire and in
-// memory, and the shared files written once.
-TEST_F(Mpi, DataParallelMatchesOneRank) {
+// Data parallel (none) and each sharding (ZeRO-1, 2, 3) at 2 and 4 ranks against one rank with
+// the same global batch: the same losses and weights within 1e-6, the formulas' bytes on the wire
+// and in memory, and the shared files written once.
+TEST_F(Mpi, DataParallelAndShardingMatchOneRank) {
   const CliResult one = run(0, train_args(tmp_ / "one"));
   ASSERT_EQ(one.code, 0) << one.err;
   const double P = Json::parse(read_text_file(tmp_ / "one/train_run.json")).at("trainable_parameters").as_number();
   for (int n : {2, 4})
-    for (const char* shard : {"none", "optimizer"}) {
+    for (const std::string shard : {"none", "optimizer", "grads", "full"}) {
       const std::string out = tmp_ / cat("r", n, shard);
-      const CliResult r = run(n, train_args(out, cat("--shard ", shard, " --bucket-mb 0.05")));
+      const CliResult r = run(n, train_args(out, "--json --shard " + shard + " --bucket-mb 0.05"));
       ASSERT_EQ(r.code, 0) << r.err;
-      EXPECT_NE(r.out.find(cat("[rank 0/", n, "] step 4/4")), std::string::npos) << r.out;
       EXPECT_EQ(r.out.find("[rank 1/"), std::string::npos) << "only rank 0 reports:\n" << r.out;
       expect_same_run(tmp_ / "one", out, 1e-6);
-      // Bytes sent per step: 2 P (N-1)/N floats for both modes (all-reduce, or reduce-scatter
-      // plus all-gather), within 1% (the loss and norm scalars are the rest).
-      const double want = 2 * P * double(n - 1) / double(n) * 4;
+      // Values sent per rank and step, in units of P (N-1)/N: 2 for data parallel and ZeRO-1
+      // (all-reduce, or reduce-scatter plus all-gather); ZeRO-2 reduce-scatters each of the A
+      // micro-batches a rank runs and gathers once (A + 1); ZeRO-3 gathers twice and
+      // reduce-scatters once per micro-batch (3 A). Within 1% (the loss and norm scalars).
+      const double A = 4.0 / n;
+      const double units = shard == "grads" ? A + 1 : shard == "full" ? 3 * A : 2;
+      const double want = units * P * double(n - 1) / double(n) * 4;
       for (const Json& rec : log_records(out)) {
         EXPECT_NEAR(rec.at("comm_bytes").as_number(), want, 0.01 * want) << out;
       }
-      // Model state per rank: 16 P, or 8 P + 8 P / N with the optimizer sharded (within 5%).
-      const Json state = Json::parse(read_text_file(out + "/train_run.json")).at("model_state_bytes_per_rank");
-      const double formula = std::string(shard) == "none" ? 16 * P : 8 * P + 8 * P / n;
+      // Model state per rank (ZeRO's formulas, within 5%): 16 P; 8 P + 8 P / N; 4 P + 12 P / N;
+      // 16 P / N.
+      const Json state = Json::parse(r.out).at("model_state_bytes_per_rank");
+      const double formula = shard == "none"        ? 16 * P
+                             : shard == "optimizer" ? 8 * P + 8 * P / n
+                             : shard == "grads"     ? 4 * P + 12 * P / n
+                                                    : 16 * P / n;
       EXPECT_NEAR(state.at("total").as_number(), formula, 0.05 * formula) << out;
     }
 }
 
-// ZeRO-1 at 2 ranks stopped at step 2, resumed at 4 ranks: the uninterrupted run's losses and
-// weights; resumed at 2 ranks: the same bits.
+// ZeRO-1 and ZeRO-3 at 2 ranks stopped at step 2, resumed at 4 ranks: the uninterrupted run's
+// losses and weights; resumed at 2 ranks: the same bits.
 TEST_F(Mpi, ResumesOnAnotherRankCount) {
-  const std::string shard = "--shard optimizer --bucket-mb 0.05";
-  ASSERT_EQ(run(2, train_args(tmp_ / "whole", shard)).code, 0);
-  for (int n : {2, 4}) {
-    const std::string out = tmp_ / cat("split", n);
-    const CliResult first = run(2, train_args(out, shard + " --stop-at 2"));
-    ASSERT_EQ(first.code, 0) << first.err;
-    const CliResult rest = run(n, train_args(out, shard + " --resume"));
-    ASSERT_EQ(rest.code, 0) << rest.err;
-    if (n == 2) {
-      EXPECT_EQ(read_bytes(tmp_ / "whole/model.safetensors"), read_bytes(out + "/model.safetensors"));
+  for (const std::string mode : {"optimizer", "full"}) {
+    const std::string shard = "--shard " + mode + " --bucket-mb 0.05", whole = tmp_ / ("whole-" + mode);
+    ASSERT_EQ(run(2, train_args(whole, shard)).code, 0);
+    for (int n : {2, 4}) {
+      const std::string out = tmp_ / cat("split-", mode, n);
+      const CliResult first = run(2, train_args(out, shard + " --stop-at 2"));
+      ASSERT_EQ(first.code, 0) << first.err;
+      const CliResult rest = run(n, train_args(out, shard + " --resume"));
+      ASSERT_EQ(rest.code, 0) << rest.err;
+      if (n == 2) {
+        EXPECT_EQ(read_bytes(whole + "/model.safetensors"), read_bytes(out + "/model.safetensors")) << mode;
+      }
+      expect_same_run(whole, out, n == 2 ? 0.0 : 1e-6);
     }
-    expect_same_run(tmp_ / "whole", out, n == 2 ? 0.0 : 1e-6);
   }
 }
 
@@ -255,9 +265,9 @@ TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {
   EXPECT_NE(r.err.find("--grad-accum 6"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("across 4 ranks"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(tmp_ / "odd/model.safetensors"));
-  const CliResult z = run(2, train_args(tmp_ / "z3", "--shard full"));
+  const CliResult z = run(2, train_args(tmp_ / "z3", "--shard zero3"));
   EXPECT_NE(z.code, 0);
-  EXPECT_NE(z.err.find("--shard full"), std::string::npos) << z.err;
+  EXPECT_NE(z.err.find("--shard 'zero3'"), std::string::npos) << z.err;
 }
 
 }  // namespace

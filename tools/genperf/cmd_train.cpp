@@ -52,7 +52,7 @@ std::vector<OptionSpec> training_options(const char* lr, const char* steps, cons
           {"precision", "compute precision: f32 or bf16 (bf16 needs AVX512-BF16; f32 otherwise)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward (less memory)", "", true},
           {"dtype", "weight type of the exported model (f32, f16, bf16)", "bf16"},
-          {"shard", "across ranks (mpirun -np N): none (data parallel) or optimizer (ZeRO-1)", "none"},
+          {"shard", "across ranks (mpirun -np N): none (data parallel), optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)", "none"},
           {"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"},
           {"no-overlap", "reduce gradients after backward instead of during it", "", true},
           {"log-every", "print a line every N steps", "10"},

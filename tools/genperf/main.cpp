@@ -202,7 +202,7 @@ int cmd_bench_train(int argc, char** argv) {
           {"lora-rank", "LoRA rank (0: full training)", "0"},
           lora_targets_option("projections with LoRA adapters"),
           {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
-          {"shard", "across ranks (mpirun -np N; --batch is per rank): none or optimizer (ZeRO-1)", "none"},
+          {"shard", "across ranks (mpirun -np N; --batch is per rank): none, optimizer, grads or full (ZeRO-1, 2, 3)", "none"},
           {"bucket-mb", "gradient bucket in MiB", "25"},
           {"no-overlap", "reduce gradients after backward instead of during it", "", true},
           {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
