@@ -52,7 +52,7 @@ TempDir* Cli::dir_ = nullptr;
 
 TEST_F(Cli, HelpForEveryVerb) {
   for (const char* v : {"generate", "eval ppl", "eval mc", "eval kl", "bench infer", "convert", "random-model", "info",
-                        "train", "finetune"}) {
+                        "train", "finetune", "plan"}) {
     CliResult r = run_genperf(std::string(v) + " --help", tmp_);
     EXPECT_EQ(r.code, 0) << v;
     EXPECT_NE(r.out.find("usage: genperf"), std::string::npos) << v;

@@ -408,6 +408,7 @@ void usage(FILE* f) {
       "  bench infer     prefill/decode speed and memory against this machine's floors\n"
       "  bench train     training step speed, MFU and memory (naive or flash attention)\n"
       "  bench sr        the SR diffusion model's training and sampler steps: images/s, MFU, memory\n"
+      "  plan            memory per rank and predicted step time of a job per shard mode, here or on a catalogued device\n"
       "  train           train a model from scratch on text (and its SentencePiece tokenizer)\n"
       "  finetune        fine-tune a model (full or LoRA) on text or prompt/response JSONL\n"
       "  convert         write a checkpoint as GGUF\n"
@@ -436,6 +437,7 @@ static int run_verb(const std::string& verb, int argc, char** argv) {
   if (verb == "sensitivity") return cmd_sensitivity(argc, argv);
   if (verb == "test-ops") return cmd_test_ops(argc, argv);
   if (verb == "test-comm") return cmd_test_comm(argc, argv);
+  if (verb == "plan") return cmd_plan(argc, argv);
   if (verb == "sr") return cmd_sr(argc, argv);
   std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
   usage(stderr);

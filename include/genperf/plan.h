@@ -1,0 +1,200 @@
+// `genperf plan`: what a training (or inference) job needs per rank and how fast it would run, on
+// this machine (measured in the run) or on a catalogued accelerator (vendor figures, labelled
+// *modeled* wherever printed: BENCHMARKING.md, "where a model of hardware stands in for hardware").
+//
+// Training on N ranks with AdamW over P f32 parameters (genperf's bf16 mixed precision keeps f32
+// master weights, gradients and moments too), model state per rank by shard mode:
+//   none (DDP) 16 P, optimizer (ZeRO-1) 8 P + 8 P/N, grads (ZeRO-2) 4 P + 12 P/N, full (ZeRO-3 /
+//   FSDP) 16 P/N; a sharded part is the largest rank's, ceil(P/N) parameters.
+// Bytes sent per rank and step (ring volume, DISTRIBUTED.md): 2 P (N-1)/N x 4 for none, optimizer
+// and grads (all-reduce, or reduce-scatter plus all-gather), 3 P (N-1)/N x 4 for full (the
+// parameters gathered in forward and again in backward, the gradients reduce-scattered).
+// Activations are TrainModel::activation_memory's, FLOPs train_step_flops (plus the recomputed
+// forward of the layers under layer checkpointing).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "genperf/dist.h"
+#include "genperf/dtype.h"
+#include "genperf/json.h"
+#include "genperf/llama_config.h"
+#include "genperf/train.h"
+
+namespace genperf {
+
+// Where a figure comes from: measured in this run, modeled (a catalogue figure, or anything
+// computed from one), or given by the user (--mem-gb, --efficiency).
+enum class FigureKind : uint8_t { Measured = 0, Modeled = 1, Given = 2 };
+const char* figure_kind_name(FigureKind k);
+
+struct Figure {
+  double value = 0;
+  FigureKind kind = FigureKind::Modeled;
+  Json to_json() const;  // {"value": v, "kind": "measured" | "modeled" | "given"}
+};
+
+// One device: capacity and bandwidth of its memory, its dense (not 2:4 sparse) peak TFLOPS per
+// compute type where the vendor publishes one (absent otherwise: never a guess), and the
+// bandwidth a collective gets from it.
+struct DeviceSpec {
+  std::string id;    // the --device name: "cpu", "h100", ...
+  std::string name;  // "NVIDIA H100 SXM5 80GB"
+  Figure memory_bytes;
+  Figure memory_gbs;  // 1e9 bytes/s
+  std::optional<Figure> fp32, tf32, bf16, fp16, fp8;  // TFLOPS
+  // Bytes per second one device sends while receiving as much (one direction of its links: half
+  // of NVLink's bidirectional figure, all of the RoCE ports' line rate), 1e9 bytes/s.
+  Figure link_gbs;
+  std::string link;    // the interconnect as its vendor states it
+  std::string source;  // datasheet name and URL, or how this machine was measured
+  std::string note;    // what is absent and why, or how a figure was derived
+  // The ranks of a job share this one device (this machine: every rank runs on its cores), so
+  // each gets 1/N of its peak, bandwidths and memory; a catalogued device is one per rank.
+  bool shared_by_ranks = false;
+  // The peak that genperf's precision runs at: f32 -> fp32 (genperf's f32 never rounds to TF32),
+  // bf16 -> bf16. Absent when the vendor publishes none.
+  std::optional<Figure> peak_tflops(Precision p) const;
+  // Every compute type under its name, in the order fp32, tf32, bf16, fp16, fp8.
+  std::vector<std::pair<const char*, const std::optional<Figure>*>> peaks() const;
+  Json to_json() const;
+};
+
+// V100, A100, H100, H200, Gaudi 1, 2, 3: every figure Modeled.
+const std::vector<DeviceSpec>& device_catalog();
+// "cpu" (this machine) and the catalogue's ids, for messages and --help.
+std::vector<std::string> device_names();
+// The catalogue entry of an id (case-insensitive); throws "[plan] unknown device 'x' (known: ...)".
+const DeviceSpec& catalog_device(std::string_view id);
+
+// This machine's figures: a GEMM peak of the precision that runs here, read bandwidth and
+// available memory (MemAvailable, or a cap the user gives).
+struct MachineFigures {
+  Precision precision = Precision::F32;  // the one gemm_peak_gflops was measured for
+  double gemm_peak_gflops = 0;
+  double memory_gbs = 0;
+  double memory_bytes = 0;
+};
+// Measures them now (bench::measure_gemm_peak_gflops, bench::measure_bandwidth_gbs; seconds).
+MachineFigures measure_this_machine(Precision p);
+// MemAvailable of /proc/meminfo in bytes; throws when it cannot be read.
+size_t available_memory_bytes();
+// Shared-memory MPI between ranks of this node moves each byte through a shared segment: the
+// sender copies it in, the receiver copies it out, four passes over memory (read, write, read,
+// write). So a collective's bandwidth is modeled as the measured read bandwidth over this.
+inline constexpr double kShmPassesPerByte = 4;
+// The DeviceSpec of this machine ("cpu"): peak and bandwidth Measured (with every thread of the
+// process, which its ranks share), link Modeled from them.
+DeviceSpec this_machine(const MachineFigures& m);
+
+// How the model state is split across ranks (genperf/dist.h builds none and optimizer; the
+// planner models grads and full too).
+enum class PlanShard : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
+inline constexpr PlanShard kPlanShards[] = {PlanShard::None, PlanShard::Optimizer, PlanShard::Grads,
+                                            PlanShard::Full};
+const char* plan_shard_name(PlanShard s);
+PlanShard parse_plan_shard(std::string_view s);  // throws naming the valid modes
+
+// Model state bytes per rank (the largest rank's) for P f32 parameters under AdamW.
+ModelStateBytes planned_model_state(int64_t P, PlanShard s, int ranks);
+// Bytes one rank sends per step.
+double planned_comm_bytes(int64_t P, PlanShard s, int ranks);
+// Parameters of the largest unit full sharding gathers at once: one decoder layer, or the
+// embedding (or the untied output head), V x d, where that is larger.
+int64_t largest_unit_params(const LlamaConfig& c);
+// Communication buffers per rank: none, optimizer, grads: one gradient bucket (at most the
+// gradients' size); full: the gathered parameters of the largest unit and of the next one
+// (prefetched), and that unit's unsharded gradients before they are reduce-scattered. 0 on 1 rank.
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, PlanShard s, int ranks, size_t bucket_bytes);
+// FLOPs per rank of one step: train_step_flops, plus with layer checkpointing the layers' forward
+// again (a third of the step's FLOPs less the output head's).
+double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers);
+
+// Which communication hides behind compute. Buckets: a bucket's reduction runs during the rest of
+// backward, so only the last bucket (full: the first gathered unit in forward and the last one in
+// backward) is exposed, plus whatever does not fit under the compute; the parameters' all-gather
+// after a sharded optimizer step is always exposed. None: all of it is exposed (this machine:
+// DISTRIBUTED.md measured that overlap takes its core time from backward on a full node).
+enum class PlanOverlap : uint8_t { None = 0, Buckets = 1 };
+const char* plan_overlap_name(PlanOverlap o);
+PlanOverlap parse_plan_overlap(std::string_view s);
+
+// AdamW's update is bound by memory: per parameter it reads the weight, gradient and two moments
+// and writes the weight and moments back.
+inline constexpr double kAdamWBytesPerParam = 28;
+// An unsharded plan that fits is preferred while it is within this fraction of the fastest that
+// fits: the study (DISTRIBUTED.md) measured ZeRO-1 at 0.998x the unsharded step, and a difference
+// smaller than the model's error is no reason to shard.
+inline constexpr double kPreferUnshardedWithin = 0.05;
+
+struct PlanOptions {
+  int ranks = 1;
+  int64_t batch = 1, seq = 512;  // per rank (training); sequences and context (inference)
+  TrainOptions train;            // attention, checkpoint_layers, precision
+  double efficiency = 0.7;       // of the device's peak that the step's matmuls reach
+  bool efficiency_given = false; // the user's figure (Given) rather than the default assumption
+  double comm_efficiency = 1.0;  // of the link bandwidth that a collective reaches
+  PlanOverlap overlap = PlanOverlap::Buckets;
+  size_t bucket_bytes = size_t(25) << 20;
+  std::optional<double> memory_cap_bytes;  // --mem-gb: at most this much memory per rank
+  // Inference: weights at weight_dtype and a KV cache of `batch` sequences of seq tokens.
+  bool inference = false;
+  DType weight_dtype = DType::BF16, kv_dtype = DType::F32;
+  void validate() const;  // throws "[plan] ..." naming the bad value
+};
+
+// One way to run the job: memory per rank and predicted time (every figure modeled).
+struct ShardPlan {
+  PlanShard shard = PlanShard::None;
+  bool checkpoint_layers = false;
+  ModelStateBytes state;
+  ActivationMemory activations;
+  size_t comm_buffers = 0;
+  size_t total() const { return state.total() + activations.total() + comm_buffers; }
+  bool fits = false;
+  std::string verdict;  // "fits: X of Y" or "does not fit: needs X, has Y"
+  double flops = 0, comm_bytes = 0;
+  bool timed = false;  // false when the device publishes no peak of the precision
+  double compute_s = 0, optimizer_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0, tokens_per_s = 0;
+  Json to_json() const;
+};
+
+struct InferencePlan {
+  size_t weights = 0, kv_cache = 0;
+  size_t total() const { return weights + kv_cache; }
+  bool fits = false;
+  std::string verdict;
+  bool timed = false;
+  double prefill_s = 0;         // the batch's prompts of seq tokens, compute-bound
+  double decode_s = 0;          // one token for each sequence at a full cache, memory-bound
+  double decode_tokens_per_s = 0;  // across ranks
+  Json to_json() const;
+};
+
+struct PlanResult {
+  std::string model;
+  LlamaConfig config;
+  int64_t parameters = 0;
+  PlanOptions options;
+  DeviceSpec device;
+  Figure capacity;  // memory per rank: the device's (its share), or the --mem-gb cap where lower
+  std::vector<ShardPlan> plans;        // the requested checkpointing, one per shard mode
+  std::vector<ShardPlan> alternative;  // the other checkpointing setting, one per shard mode
+  std::optional<InferencePlan> inference;
+  std::optional<ShardPlan> recommended;  // none when nothing fits
+  std::string recommendation;            // a sentence that says why
+  std::vector<std::string> notes;        // what the model leaves out for this job
+  Json to_json() const;
+};
+
+// Plans the job of `c` on ranks of device d. Training: every shard mode with and without layer
+// checkpointing, and the recommendation: the fastest plan that fits, unsharded when it fits and
+// is within kPreferUnshardedWithin of that; when nothing fits, it says what is short.
+PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o);
+
+}  // namespace genperf

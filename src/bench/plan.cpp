@@ -1,0 +1,563 @@
+// The planner (genperf/plan.h): the device catalogue, this machine's measured figures, memory per
+// rank by shard mode and the step-time model. Every catalogue figure is a vendor's, with its
+// source; a figure the vendor does not publish stays absent.
+#include "genperf/plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "bench/peaks.h"
+#include "genperf/error.h"
+
+namespace genperf {
+
+const char* figure_kind_name(FigureKind k) {
+  switch (k) {
+    case FigureKind::Measured: return "measured";
+    case FigureKind::Modeled: return "modeled";
+    case FigureKind::Given: return "given";
+  }
+  return "?";
+}
+
+Json Figure::to_json() const { return Json::Object{{"value", value}, {"kind", figure_kind_name(kind)}}; }
+
+std::optional<Figure> DeviceSpec::peak_tflops(Precision p) const { return p == Precision::Bf16 ? bf16 : fp32; }
+
+std::vector<std::pair<const char*, const std::optional<Figure>*>> DeviceSpec::peaks() const {
+  return {{"fp32", &fp32}, {"tf32", &tf32}, {"bf16", &bf16}, {"fp16", &fp16}, {"fp8", &fp8}};
+}
+
+Json DeviceSpec::to_json() const {
+  Json::Object by_type;
+  for (const auto& [type, f] : peaks()) by_type.emplace_back(type, *f ? (*f)->to_json() : Json());
+  return Json::Object{{"id", id},
+                      {"name", name},
+                      {"memory_bytes", memory_bytes.to_json()},
+                      {"memory_gbs", memory_gbs.to_json()},
+                      {"peak_tflops", Json(std::move(by_type))},
+                      {"link_gbs", link_gbs.to_json()},
+                      {"link", link},
+                      {"source", source},
+                      {"note", note},
+                      {"shared_by_ranks", shared_by_ranks}};
+}
+
+namespace {
+
+// A catalogue row: capacity in GB and bandwidths in GB/s as the vendor prints them (1e9), peaks in
+// dense TFLOPS (NaN: not published).
+struct CatalogRow {
+  const char *id, *name;
+  double memory_gb, memory_gbs;
+  double fp32, tf32, bf16, fp16, fp8;
+  double link_gbs;
+  const char *link, *source, *note;
+};
+
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
+// NVLink's published figure counts both directions; a collective's send rate is one of them.
+// Gaudi's RoCE ports are counted at line rate per direction, those that join the cards of one
+// 8-device node (the rest go to the scale-out network).
+const CatalogRow kCatalog[] = {
+    {"v100", "NVIDIA V100 SXM2 32GB", 32, 900, 15.7, kNone, kNone, 125, kNone, 150,
+     "NVLink 2: 300 GB/s both directions",
+     "NVIDIA V100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/v100/",
+     "no bf16 or fp8: Volta's tensor cores run fp16 (125 TFLOPS)"},
+    {"a100", "NVIDIA A100 SXM4 80GB", 80, 2039, 19.5, 156, 312, 312, kNone, 300,
+     "NVLink 3: 600 GB/s both directions",
+     "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/"
+     "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+     "no fp8 on Ampere; the datasheet's tensor figures without sparsity"},
+    {"h100", "NVIDIA H100 SXM5 80GB", 80, 3350, 67, 494.7, 989.4, 989.4, 1978.9, 450,
+     "NVLink 4: 900 GB/s both directions",
+     "NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ (tensor "
+     "figures dense: half the datasheet's with-sparsity ones, as the NVIDIA H100 Tensor Core GPU "
+     "Architecture whitepaper lists them)",
+     ""},
+    {"h200", "NVIDIA H200 SXM 141GB", 141, 4800, 67, 494.7, 989.4, 989.4, 1978.9, 450,
+     "NVLink 4: 900 GB/s both directions",
+     "NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/ (tensor "
+     "figures dense: half the datasheet's with-sparsity ones)",
+     "the H100's compute with more and faster memory"},
+    {"gaudi1", "Intel Gaudi (first generation, HL-205)", 32, 900, kNone, kNone, kNone, kNone, kNone, 87.5,
+     "10x 100 GbE RoCE; 7 join the cards of a node: 87.5 GB/s a direction",
+     "Intel, Gaudi 3 AI Accelerator (Hot Chips 2024): 32 GB, 900 GB/s; Habana docs, Distributed "
+     "Training Overview, https://docs.habana.ai/en/latest/ (7 of 10 ports for scale-up)",
+     "no dense bf16 peak: the Hot Chips 2024 slide lists 'Peak Compute (BF16) 60 TFLOPs' without "
+     "the engine or density, and no datasheet gives one, so step time is not predicted"},
+    {"gaudi2", "Intel Gaudi 2 (HL-225)", 96, 2450, kNone, kNone, 432, kNone, 865, 262.5,
+     "24x 100 GbE RoCE; 21 join the cards of a node: 262.5 GB/s a direction",
+     "Habana Gaudi 2 white paper (2022), https://habana.ai/products/gaudi2/; Intel, Gaudi 3 AI "
+     "Accelerator (Hot Chips 2024): BF16 432, FP8 865 matrix TFLOPS",
+     "no fp32 matrix peak published"},
+    {"gaudi3", "Intel Gaudi 3 (OAM)", 128, 3700, kNone, kNone, 1835, kNone, 1835, 525,
+     "24x 200 GbE RoCE; 21 join the cards of a node: 525 GB/s a direction",
+     "Intel Gaudi 3 AI Accelerator white paper (2024), https://www.intel.com/content/www/us/en/"
+     "products/details/processors/ai-accelerators/gaudi-overview.html: BF16 and FP8 matrix 1835 "
+     "TFLOPS, 128 GB HBM2e, 3.7 TB/s",
+     "no fp32 matrix peak published"},
+};
+
+std::optional<Figure> modeled(double v) {
+  if (std::isnan(v)) return std::nullopt;
+  return Figure{v, FigureKind::Modeled};
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+std::string gb(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(bytes < 10e9 ? 3 : 1);
+  os << bytes / 1e9 << " GB";
+  return os.str();
+}
+
+// Four significant digits, for seconds and rates in sentences.
+std::string sig(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+size_t ceil_div(int64_t a, int64_t b) { return size_t((a + b - 1) / b); }
+
+}  // namespace
+
+const std::vector<DeviceSpec>& device_catalog() {
+  static const std::vector<DeviceSpec> catalog = [] {
+    std::vector<DeviceSpec> v;
+    for (const CatalogRow& r : kCatalog) {
+      DeviceSpec d;
+      d.id = r.id;
+      d.name = r.name;
+      d.memory_bytes = {r.memory_gb * 1e9, FigureKind::Modeled};
+      d.memory_gbs = {r.memory_gbs, FigureKind::Modeled};
+      d.fp32 = modeled(r.fp32);
+      d.tf32 = modeled(r.tf32);
+      d.bf16 = modeled(r.bf16);
+      d.fp16 = modeled(r.fp16);
+      d.fp8 = modeled(r.fp8);
+      d.link_gbs = {r.link_gbs, FigureKind::Modeled};
+      d.link = r.link;
+      d.source = r.source;
+      d.note = r.note;
+      v.push_back(std::move(d));
+    }
+    return v;
+  }();
+  return catalog;
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> names = {"cpu"};
+  for (const DeviceSpec& d : device_catalog()) names.push_back(d.id);
+  return names;
+}
+
+const DeviceSpec& catalog_device(std::string_view id) {
+  const std::string key = lower(id);
+  for (const DeviceSpec& d : device_catalog())
+    if (d.id == key) return d;
+  std::string known;
+  for (const std::string& n : device_names()) known += cat(known.empty() ? "" : ", ", n);
+  fail("[plan] unknown device '", id, "' (known: ", known, ")");
+}
+
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (in >> key >> kb) {
+    std::getline(in, unit);  // " kB"
+    if (key == "MemAvailable:") return size_t(kb * 1024);
+  }
+  fail("[plan] cannot read MemAvailable from /proc/meminfo: give the memory with --mem-gb");
+}
+
+MachineFigures measure_this_machine(Precision p) {
+  MachineFigures m;
+  m.precision = effective_precision(p);
+  m.gemm_peak_gflops = bench::measure_gemm_peak_gflops(m.precision == Precision::Bf16 ? DType::BF16 : DType::F32);
+  m.memory_gbs = bench::measure_bandwidth_gbs();
+  m.memory_bytes = double(available_memory_bytes());
+  return m;
+}
+
+DeviceSpec this_machine(const MachineFigures& m) {
+  GP_CHECK(m.gemm_peak_gflops > 0 && m.memory_gbs > 0 && m.memory_bytes > 0,
+           "[plan] this machine's figures must be positive, got GEMM peak ", m.gemm_peak_gflops,
+           " GFLOP/s, bandwidth ", m.memory_gbs, " GB/s, memory ", m.memory_bytes, " bytes");
+  DeviceSpec d;
+  d.id = "cpu";
+  d.name = "this machine";
+  d.memory_bytes = {m.memory_bytes, FigureKind::Measured};
+  d.memory_gbs = {m.memory_gbs, FigureKind::Measured};
+  const Figure peak{m.gemm_peak_gflops / 1e3, FigureKind::Measured};
+  (m.precision == Precision::Bf16 ? d.bf16 : d.fp32) = peak;
+  d.link_gbs = {m.memory_gbs / kShmPassesPerByte, FigureKind::Modeled};
+  d.link = cat("shared-memory MPI between the ranks of this node: the measured read bandwidth / ",
+               kShmPassesPerByte, " (copy in, copy out)");
+  d.source = cat("measured in this run: oneDNN ", precision_name(m.precision),
+                 " GEMM 2048^3 (median of 5), read bandwidth over memory_probe_bytes (median of 5), "
+                 "MemAvailable of /proc/meminfo");
+  d.note = "only the peak of the precision asked for is measured";
+  d.shared_by_ranks = true;
+  return d;
+}
+
+const char* plan_shard_name(PlanShard s) {
+  switch (s) {
+    case PlanShard::None: return "none";
+    case PlanShard::Optimizer: return "optimizer";
+    case PlanShard::Grads: return "grads";
+    case PlanShard::Full: return "full";
+  }
+  return "?";
+}
+
+PlanShard parse_plan_shard(std::string_view s) {
+  for (PlanShard m : kPlanShards)
+    if (s == plan_shard_name(m)) return m;
+  fail("[plan] unknown shard mode '", s, "' (known: none, optimizer, grads, full)");
+}
+
+const char* plan_overlap_name(PlanOverlap o) { return o == PlanOverlap::Buckets ? "buckets" : "none"; }
+
+PlanOverlap parse_plan_overlap(std::string_view s) {
+  if (s == "buckets") return PlanOverlap::Buckets;
+  if (s == "none") return PlanOverlap::None;
+  fail("[plan] unknown overlap '", s, "' (known: buckets, none)");
+}
+
+ModelStateBytes planned_model_state(int64_t P, PlanShard s, int ranks) {
+  GP_CHECK(P > 0 && ranks >= 1, "[plan] parameters and ranks must be positive, got ", P, " and ", ranks);
+  const size_t full = size_t(P) * sizeof(float), shard = ceil_div(P, ranks) * sizeof(float);
+  ModelStateBytes b;
+  b.params = s == PlanShard::Full ? shard : full;
+  b.grads = s == PlanShard::Grads || s == PlanShard::Full ? shard : full;
+  b.optimizer = 2 * (s == PlanShard::None ? full : shard);  // AdamW's two moments
+  return b;
+}
+
+double planned_comm_bytes(int64_t P, PlanShard s, int ranks) {
+  const double passes = s == PlanShard::Full ? 3 : 2;
+  return passes * double(P) * double(ranks - 1) / double(ranks) * sizeof(float);
+}
+
+int64_t largest_unit_params(const LlamaConfig& c) {
+  const int64_t C = c.hidden_size, FF = c.intermediate_size;
+  int64_t layer = C * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * C + 3 * C * FF + 2 * C;
+  if (c.attention_bias) layer += c.q_dim() + 2 * c.kv_dim();
+  return std::max(layer, c.vocab_size * C);
+}
+
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, PlanShard s, int ranks, size_t bucket_bytes) {
+  if (ranks <= 1) return 0;
+  if (s != PlanShard::Full) return std::min(bucket_bytes, size_t(c.num_parameters()) * sizeof(float));
+  return 3 * size_t(largest_unit_params(c)) * sizeof(float);
+}
+
+double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers) {
+  const double step = train_step_flops(c, batch, seq);
+  if (!checkpoint_layers) return step;
+  // train_step_flops is 3x the forward; the output head (2 V d per token) is not recomputed.
+  const double head = 2.0 * double(c.vocab_size) * double(c.hidden_size) * double(batch * seq);
+  return step + step / 3.0 - head;
+}
+
+void PlanOptions::validate() const {
+  GP_CHECK(ranks >= 1, "[plan] --ranks must be at least 1, got ", ranks);
+  GP_CHECK(batch >= 1 && seq >= 1, "[plan] --batch and --seq must be positive, got ", batch, " and ", seq);
+  GP_CHECK(efficiency > 0 && efficiency <= 1, "[plan] --efficiency must be in (0, 1], got ", efficiency);
+  GP_CHECK(comm_efficiency > 0 && comm_efficiency <= 1, "[plan] --comm-efficiency must be in (0, 1], got ",
+           comm_efficiency);
+  GP_CHECK(bucket_bytes > 0, "[plan] the gradient bucket must be positive");
+  GP_CHECK(!memory_cap_bytes || *memory_cap_bytes > 0, "[plan] --mem-gb must be positive, got ",
+           memory_cap_bytes ? *memory_cap_bytes / 1e9 : 0.0);
+}
+
+Json ShardPlan::to_json() const {
+  Json j = Json::Object{
+      {"shard", plan_shard_name(shard)},
+      {"checkpoint_layers", checkpoint_layers},
+      {"memory", Json::Object{{"weights", int64_t(state.params)},
+                              {"grads", int64_t(state.grads)},
+                              {"optimizer", int64_t(state.optimizer)},
+                              {"activations", int64_t(activations.total())},
+                              {"activations_detail", activations.to_json()},
+                              {"comm_buffers", int64_t(comm_buffers)},
+                              {"total", int64_t(total())}}},
+      {"fits", fits},
+      {"verdict", verdict},
+      {"flops_per_rank", flops},
+      {"comm_bytes_per_rank", comm_bytes},
+      {"timed", timed},
+      {"kind", "modeled"}};
+  if (timed) {
+    j["compute_s"] = compute_s;
+    j["optimizer_s"] = optimizer_s;
+    j["comm_s"] = comm_s;
+    j["exposed_comm_s"] = exposed_comm_s;
+    j["step_s"] = step_s;
+    j["tokens_per_s"] = tokens_per_s;
+  }
+  return j;
+}
+
+Json InferencePlan::to_json() const {
+  Json j = Json::Object{{"memory", Json::Object{{"weights", int64_t(weights)},
+                                                {"kv_cache", int64_t(kv_cache)},
+                                                {"total", int64_t(total())}}},
+                        {"fits", fits},
+                        {"verdict", verdict},
+                        {"timed", timed},
+                        {"kind", "modeled"}};
+  if (timed) {
+    j["prefill_s"] = prefill_s;
+    j["decode_s"] = decode_s;
+    j["decode_tokens_per_s"] = decode_tokens_per_s;
+  }
+  return j;
+}
+
+Json PlanResult::to_json() const {
+  const PlanOptions& o = options;
+  Json j = Json::Object{
+      {"model", model},
+      {"parameters", parameters},
+      {"mode", o.inference ? "inference" : "train"},
+      {"ranks", int64_t(o.ranks)},
+      {"batch_per_rank", o.batch},
+      {"seq", o.seq},
+      {"precision", precision_name(o.train.precision)},
+      {"device", device.to_json()},
+      {"capacity_bytes", capacity.to_json()},
+      {"assumptions",
+       Json::Object{{"efficiency", Figure{o.efficiency, o.efficiency_given ? FigureKind::Given : FigureKind::Modeled}.to_json()},
+                    {"comm_efficiency", o.comm_efficiency},
+                    {"overlap", plan_overlap_name(o.overlap)},
+                    {"bucket_bytes", int64_t(o.bucket_bytes)},
+                    {"adamw_bytes_per_param", kAdamWBytesPerParam},
+                    {"prefer_unsharded_within", kPreferUnshardedWithin}}}};
+  if (o.inference) {
+    j["weight_dtype"] = dtype_name(o.weight_dtype);
+    j["kv_dtype"] = dtype_name(o.kv_dtype);
+    j["inference"] = inference ? inference->to_json() : Json();
+  } else {
+    j["attention"] = attention_mode_name(o.train.attention);
+    j["checkpoint_layers"] = o.train.checkpoint_layers;
+    Json::Array a, b;
+    for (const ShardPlan& p : plans) a.push_back(p.to_json());
+    for (const ShardPlan& p : alternative) b.push_back(p.to_json());
+    j["plans"] = Json(std::move(a));
+    j["plans_other_checkpointing"] = Json(std::move(b));
+    j["recommended"] = recommended ? recommended->to_json() : Json();
+  }
+  j["recommendation"] = recommendation;
+  j["notes"] = Json::Array(notes.begin(), notes.end());
+  return j;
+}
+
+namespace {
+
+std::string verdict(size_t need, double has) {
+  return double(need) <= has ? cat("fits: ", gb(double(need)), " of ", gb(has))
+                             : cat("does not fit: needs ", gb(double(need)), ", has ", gb(has));
+}
+
+// Seconds of a communication phase that stay exposed: the part that cannot overlap (`unhidden`),
+// and whatever of the rest does not fit under the phase's compute.
+double exposed(double comm_s, double unhidden_s, double compute_s, PlanOverlap o) {
+  if (o == PlanOverlap::None) return comm_s;
+  return unhidden_s + std::max(0.0, comm_s - unhidden_s - compute_s);
+}
+
+ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity,
+                     PlanShard s, bool checkpoint) {
+  const int N = o.ranks;
+  const int64_t P = c.num_parameters();
+  ShardPlan p;
+  p.shard = s;
+  p.checkpoint_layers = checkpoint;
+  p.state = planned_model_state(P, s, N);
+  TrainOptions t = o.train;
+  t.checkpoint_layers = checkpoint;
+  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq);
+  p.comm_buffers = planned_comm_buffer_bytes(c, s, N, o.bucket_bytes);
+  p.fits = double(p.total()) <= capacity;
+  p.verdict = verdict(p.total(), capacity);
+  p.flops = planned_step_flops(c, o.batch, o.seq, checkpoint);
+  p.comm_bytes = planned_comm_bytes(P, s, N);
+  const std::optional<Figure> peak = d.peak_tflops(o.train.precision);
+  if (!peak) return p;
+  p.timed = true;
+  p.compute_s = p.flops / (peak->value * 1e12 * o.efficiency);
+  // Forward is a third of the step without recomputation; backward the rest (and the recompute).
+  const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / (peak->value * 1e12 * o.efficiency);
+  const double backward_s = p.compute_s - forward_s;
+  const double owned = double(s == PlanShard::None ? size_t(P) : ceil_div(P, N));
+  p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
+  const double link = d.link_gbs.value * 1e9 * o.comm_efficiency;
+  p.comm_s = p.comm_bytes / link;
+  if (N > 1) {
+    const double pass_s = double(P) * double(N - 1) / double(N) * sizeof(float) / link;  // one P (N-1)/N
+    const double bucket = std::min(1.0, double(o.bucket_bytes) / (double(P) * sizeof(float)));
+    const double unit = double(largest_unit_params(c)) / double(P);
+    switch (s) {
+      case PlanShard::None:  // all-reduce of the buckets during backward
+        p.exposed_comm_s = exposed(2 * pass_s, 2 * pass_s * bucket, backward_s, o.overlap);
+        break;
+      case PlanShard::Optimizer:
+      case PlanShard::Grads:  // reduce-scatter during backward, all-gather after the update
+        p.exposed_comm_s = exposed(pass_s, pass_s * bucket, backward_s, o.overlap) + pass_s;
+        break;
+      case PlanShard::Full:  // gather in forward; gather and reduce-scatter in backward
+        p.exposed_comm_s = exposed(pass_s, pass_s * unit, forward_s, o.overlap) +
+                           exposed(2 * pass_s, 2 * pass_s * unit, backward_s, o.overlap);
+        break;
+    }
+  }
+  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s;
+  p.tokens_per_s = double(N) * double(o.batch * o.seq) / p.step_s;
+  return p;
+}
+
+InferencePlan plan_inference(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity) {
+  InferencePlan p;
+  const TypeTraits &w = traits(o.weight_dtype), &kv = traits(o.kv_dtype);
+  p.weights = size_t(std::ceil(double(c.num_parameters()) * double(w.block_bytes) / double(w.block_size)));
+  p.kv_cache = size_t(std::ceil(2.0 * double(c.num_hidden_layers) * double(c.kv_dim()) * double(o.seq) *
+                                double(o.batch) * double(kv.block_bytes) / double(kv.block_size)));
+  p.fits = double(p.total()) <= capacity;
+  p.verdict = verdict(p.total(), capacity);
+  const std::optional<Figure> peak = d.peak_tflops(o.train.precision);
+  if (!peak) return p;
+  p.timed = true;
+  p.prefill_s = train_step_flops(c, o.batch, o.seq) / 3.0 / (peak->value * 1e12 * o.efficiency);
+  // Each decode step reads every weight and the whole cache once.
+  p.decode_s = double(p.total()) / (d.memory_gbs.value * 1e9);
+  p.decode_tokens_per_s = double(o.ranks) * double(o.batch) / p.decode_s;
+  return p;
+}
+
+// Whether a beats b as a recommendation: faster, or as fast (to rounding: recomputation that only
+// hides more communication gives the same step) with less sharding and no recompute.
+bool faster(const ShardPlan& a, const ShardPlan& b) {
+  if (std::abs(a.step_s - b.step_s) > 1e-9 * std::max(a.step_s, b.step_s)) return a.step_s < b.step_s;
+  if (a.shard != b.shard) return a.shard < b.shard;
+  return !a.checkpoint_layers && b.checkpoint_layers;
+}
+
+void recommend(PlanResult& r) {
+  const PlanOptions& o = r.options;
+  std::vector<const ShardPlan*> fit;
+  for (const auto* set : {&r.plans, &r.alternative})
+    for (const ShardPlan& p : *set)
+      if (p.fits) fit.push_back(&p);
+  const std::string where = cat(o.ranks, o.ranks == 1 ? " rank" : " ranks", " of ", r.device.name);
+  auto how = [&](const ShardPlan& p) {
+    return cat("--shard ", plan_shard_name(p.shard), p.checkpoint_layers ? " with --checkpoint-layers" : "");
+  };
+  if (fit.empty()) {
+    const ShardPlan* least = &r.plans.back();
+    for (const ShardPlan& p : r.alternative)
+      if (p.total() < least->total()) least = &p;
+    r.recommendation = cat("nothing fits on ", where, ": even ", how(*least), " needs ", gb(double(least->total())),
+                           " per rank, has ", gb(r.capacity.value), "; use more ranks or a smaller batch");
+    return;
+  }
+  if (!fit.front()->timed) {
+    // No peak for the precision: by memory alone, the least sharding, without recompute if it fits.
+    const ShardPlan* best = *std::min_element(fit.begin(), fit.end(), [](const ShardPlan* a, const ShardPlan* b) {
+      return a->shard != b->shard ? a->shard < b->shard : (!a->checkpoint_layers && b->checkpoint_layers);
+    });
+    r.recommended = *best;
+    r.recommendation = cat(how(*best), ": the least sharding that fits (", best->verdict, "); no step time: ",
+                           r.device.name, " publishes no dense ", precision_name(o.train.precision), " peak");
+    return;
+  }
+  const ShardPlan* best = *std::min_element(fit.begin(), fit.end(), [](const ShardPlan* a, const ShardPlan* b) {
+    return faster(*a, *b);
+  });
+  const ShardPlan* unsharded = nullptr;
+  for (const ShardPlan* p : fit)
+    if (p->shard == PlanShard::None && (!unsharded || faster(*p, *unsharded))) unsharded = p;
+  if (unsharded && unsharded != best && unsharded->step_s <= best->step_s * (1 + kPreferUnshardedWithin)) {
+    r.recommended = *unsharded;
+    r.recommendation = cat(how(*unsharded), ": unsharded fits (", unsharded->verdict, ") and is within ",
+                           int(kPreferUnshardedWithin * 100), "% of the fastest (", how(*best), ", ",
+                           sig(best->step_s), " s against ", sig(unsharded->step_s),
+                           " s a step): sharding buys no speed worth its complexity");
+    return;
+  }
+  r.recommended = *best;
+  std::string why = best->shard == PlanShard::None ? "unsharded fits and is the fastest" : "the fastest plan that fits";
+  if (!unsharded) why += cat("; unsharded ", r.plans.front().verdict);
+  if (best->checkpoint_layers != o.train.checkpoint_layers)
+    why += best->checkpoint_layers ? "; layer checkpointing makes it fit" : "; it fits without layer checkpointing";
+  r.recommendation = cat(how(*best), ": ", why, "; ", sig(best->step_s), " s a step, ", sig(best->tokens_per_s),
+                         " tokens/s (", best->verdict, ")");
+}
+
+}  // namespace
+
+PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o) {
+  o.validate();
+  c.validate("[plan]");
+  PlanResult r;
+  r.config = c;
+  r.parameters = c.num_parameters();
+  r.options = o;
+  r.device = d;
+  // What one rank gets of the device: all of a catalogued one, 1/N of a shared one.
+  DeviceSpec share = d;
+  if (d.shared_by_ranks && o.ranks > 1) {
+    const double n = double(o.ranks);
+    for (Figure* f : {&share.memory_bytes, &share.memory_gbs, &share.link_gbs}) f->value /= n;
+    for (auto* f : {&share.fp32, &share.tf32, &share.bf16, &share.fp16, &share.fp8})
+      if (*f) (*f)->value /= n;
+    r.notes.push_back(cat("the ", o.ranks, " ranks share ", d.name, ": each gets 1/", o.ranks,
+                          " of its peak, memory bandwidth, link and memory"));
+  }
+  r.capacity = share.memory_bytes;
+  if (o.memory_cap_bytes && *o.memory_cap_bytes < r.capacity.value) r.capacity = {*o.memory_cap_bytes, FigureKind::Given};
+  if (o.inference) {
+    r.inference = plan_inference(c, share, o, r.capacity.value);
+    r.recommendation = r.inference->fits
+                           ? cat("fits: each of ", o.ranks, " ranks holds the weights and its sequences' cache (",
+                                 r.inference->verdict, ")")
+                           : cat(r.inference->verdict,
+                                 "; genperf splits no weights across ranks: a smaller --dtype, --kv-type, --seq or "
+                                 "--batch");
+    if (!r.inference->timed)
+      r.notes.push_back(cat(d.name, " publishes no dense ", precision_name(o.train.precision),
+                            " peak: no prefill time"));
+    return r;
+  }
+  for (PlanShard s : kPlanShards) {
+    r.plans.push_back(plan_shard(c, share, o, r.capacity.value, s, o.train.checkpoint_layers));
+    r.alternative.push_back(plan_shard(c, share, o, r.capacity.value, s, !o.train.checkpoint_layers));
+  }
+  recommend(r);
+  if (!d.shared_by_ranks && o.ranks > 8)
+    r.notes.push_back(cat("more than one 8-device node: the scale-out network, slower than ", d.link,
+                          ", bounds communication between nodes; the model counts the node's links only"));
+  if (d.shared_by_ranks && o.ranks > 1 && o.overlap == PlanOverlap::Buckets)
+    r.notes.push_back("overlap on this machine: DISTRIBUTED.md measured that it takes its core time from "
+                      "backward when the ranks fill the cores");
+  return r;
+}
+
+}  // namespace genperf
