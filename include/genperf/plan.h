@@ -92,25 +92,21 @@ inline constexpr double kShmPassesPerByte = 4;
 // process, which its ranks share), link Modeled from them.
 DeviceSpec this_machine(const MachineFigures& m);
 
-// How the model state is split across ranks (genperf/dist.h builds none and optimizer; the
-// planner models grads and full too).
-enum class PlanShard : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
-inline constexpr PlanShard kPlanShards[] = {PlanShard::None, PlanShard::Optimizer, PlanShard::Grads,
-                                            PlanShard::Full};
-const char* plan_shard_name(PlanShard s);
-PlanShard parse_plan_shard(std::string_view s);  // throws naming the valid modes
+// The shard modes the planner compares (genperf/dist.h runs each of them).
+inline constexpr ShardMode kShardModes[] = {ShardMode::None, ShardMode::Optimizer, ShardMode::Grads,
+                                            ShardMode::Full};
 
 // Model state bytes per rank (the largest rank's) for P f32 parameters under AdamW.
-ModelStateBytes planned_model_state(int64_t P, PlanShard s, int ranks);
+ModelStateBytes planned_model_state(int64_t P, ShardMode s, int ranks);
 // Bytes one rank sends per step.
-double planned_comm_bytes(int64_t P, PlanShard s, int ranks);
+double planned_comm_bytes(int64_t P, ShardMode s, int ranks);
 // Parameters of the largest unit full sharding gathers at once: one decoder layer, or the
 // embedding (or the untied output head), V x d, where that is larger.
 int64_t largest_unit_params(const LlamaConfig& c);
 // Communication buffers per rank: none, optimizer, grads: one gradient bucket (at most the
 // gradients' size); full: the gathered parameters of the largest unit and of the next one
 // (prefetched), and that unit's unsharded gradients before they are reduce-scattered. 0 on 1 rank.
-size_t planned_comm_buffer_bytes(const LlamaConfig& c, PlanShard s, int ranks, size_t bucket_bytes);
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes);
 // FLOPs per rank of one step: train_step_flops, plus with layer checkpointing the layers' forward
 // again (a third of the step's FLOPs less the output head's).
 double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers);
@@ -150,7 +146,7 @@ struct PlanOptions {
 
 // One way to run the job: memory per rank and predicted time (every figure modeled).
 struct ShardPlan {
-  PlanShard shard = PlanShard::None;
+  ShardMode shard = ShardMode::None;
   bool checkpoint_layers = false;
   ModelStateBytes state;
   ActivationMemory activations;

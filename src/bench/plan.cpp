@@ -217,22 +217,6 @@ DeviceSpec this_machine(const MachineFigures& m) {
   return d;
 }
 
-const char* plan_shard_name(PlanShard s) {
-  switch (s) {
-    case PlanShard::None: return "none";
-    case PlanShard::Optimizer: return "optimizer";
-    case PlanShard::Grads: return "grads";
-    case PlanShard::Full: return "full";
-  }
-  return "?";
-}
-
-PlanShard parse_plan_shard(std::string_view s) {
-  for (PlanShard m : kPlanShards)
-    if (s == plan_shard_name(m)) return m;
-  fail("[plan] unknown shard mode '", s, "' (known: none, optimizer, grads, full)");
-}
-
 const char* plan_overlap_name(PlanOverlap o) { return o == PlanOverlap::Buckets ? "buckets" : "none"; }
 
 PlanOverlap parse_plan_overlap(std::string_view s) {
@@ -241,18 +225,18 @@ PlanOverlap parse_plan_overlap(std::string_view s) {
   fail("[plan] unknown overlap '", s, "' (known: buckets, none)");
 }
 
-ModelStateBytes planned_model_state(int64_t P, PlanShard s, int ranks) {
+ModelStateBytes planned_model_state(int64_t P, ShardMode s, int ranks) {
   GP_CHECK(P > 0 && ranks >= 1, "[plan] parameters and ranks must be positive, got ", P, " and ", ranks);
   const size_t full = size_t(P) * sizeof(float), shard = ceil_div(P, ranks) * sizeof(float);
   ModelStateBytes b;
-  b.params = s == PlanShard::Full ? shard : full;
-  b.grads = s == PlanShard::Grads || s == PlanShard::Full ? shard : full;
-  b.optimizer = 2 * (s == PlanShard::None ? full : shard);  // AdamW's two moments
+  b.params = s == ShardMode::Full ? shard : full;
+  b.grads = s == ShardMode::Grads || s == ShardMode::Full ? shard : full;
+  b.optimizer = 2 * (s == ShardMode::None ? full : shard);  // AdamW's two moments
   return b;
 }
 
-double planned_comm_bytes(int64_t P, PlanShard s, int ranks) {
-  const double passes = s == PlanShard::Full ? 3 : 2;
+double planned_comm_bytes(int64_t P, ShardMode s, int ranks) {
+  const double passes = s == ShardMode::Full ? 3 : 2;
   return passes * double(P) * double(ranks - 1) / double(ranks) * sizeof(float);
 }
 
@@ -263,9 +247,9 @@ int64_t largest_unit_params(const LlamaConfig& c) {
   return std::max(layer, c.vocab_size * C);
 }
 
-size_t planned_comm_buffer_bytes(const LlamaConfig& c, PlanShard s, int ranks, size_t bucket_bytes) {
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes) {
   if (ranks <= 1) return 0;
-  if (s != PlanShard::Full) return std::min(bucket_bytes, size_t(c.num_parameters()) * sizeof(float));
+  if (s != ShardMode::Full) return std::min(bucket_bytes, size_t(c.num_parameters()) * sizeof(float));
   return 3 * size_t(largest_unit_params(c)) * sizeof(float);
 }
 
@@ -290,7 +274,7 @@ void PlanOptions::validate() const {
 
 Json ShardPlan::to_json() const {
   Json j = Json::Object{
-      {"shard", plan_shard_name(shard)},
+      {"shard", shard_mode_name(shard)},
       {"checkpoint_layers", checkpoint_layers},
       {"memory", Json::Object{{"weights", int64_t(state.params)},
                               {"grads", int64_t(state.grads)},
@@ -385,7 +369,7 @@ double exposed(double comm_s, double unhidden_s, double compute_s, PlanOverlap o
 }
 
 ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity,
-                     PlanShard s, bool checkpoint) {
+                     ShardMode s, bool checkpoint) {
   const int N = o.ranks;
   const int64_t P = c.num_parameters();
   ShardPlan p;
@@ -407,7 +391,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   // Forward is a third of the step without recomputation; backward the rest (and the recompute).
   const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / (peak->value * 1e12 * o.efficiency);
   const double backward_s = p.compute_s - forward_s;
-  const double owned = double(s == PlanShard::None ? size_t(P) : ceil_div(P, N));
+  const double owned = double(s == ShardMode::None ? size_t(P) : ceil_div(P, N));
   p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
   const double link = d.link_gbs.value * 1e9 * o.comm_efficiency;
   p.comm_s = p.comm_bytes / link;
@@ -416,14 +400,14 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
     const double bucket = std::min(1.0, double(o.bucket_bytes) / (double(P) * sizeof(float)));
     const double unit = double(largest_unit_params(c)) / double(P);
     switch (s) {
-      case PlanShard::None:  // all-reduce of the buckets during backward
+      case ShardMode::None:  // all-reduce of the buckets during backward
         p.exposed_comm_s = exposed(2 * pass_s, 2 * pass_s * bucket, backward_s, o.overlap);
         break;
-      case PlanShard::Optimizer:
-      case PlanShard::Grads:  // reduce-scatter during backward, all-gather after the update
+      case ShardMode::Optimizer:
+      case ShardMode::Grads:  // reduce-scatter during backward, all-gather after the update
         p.exposed_comm_s = exposed(pass_s, pass_s * bucket, backward_s, o.overlap) + pass_s;
         break;
-      case PlanShard::Full:  // gather in forward; gather and reduce-scatter in backward
+      case ShardMode::Full:  // gather in forward; gather and reduce-scatter in backward
         p.exposed_comm_s = exposed(pass_s, pass_s * unit, forward_s, o.overlap) +
                            exposed(2 * pass_s, 2 * pass_s * unit, backward_s, o.overlap);
         break;
@@ -468,7 +452,7 @@ void recommend(PlanResult& r) {
       if (p.fits) fit.push_back(&p);
   const std::string where = cat(o.ranks, o.ranks == 1 ? " rank" : " ranks", " of ", r.device.name);
   auto how = [&](const ShardPlan& p) {
-    return cat("--shard ", plan_shard_name(p.shard), p.checkpoint_layers ? " with --checkpoint-layers" : "");
+    return cat("--shard ", shard_mode_name(p.shard), p.checkpoint_layers ? " with --checkpoint-layers" : "");
   };
   if (fit.empty()) {
     const ShardPlan* least = &r.plans.back();
@@ -493,7 +477,7 @@ void recommend(PlanResult& r) {
   });
   const ShardPlan* unsharded = nullptr;
   for (const ShardPlan* p : fit)
-    if (p->shard == PlanShard::None && (!unsharded || faster(*p, *unsharded))) unsharded = p;
+    if (p->shard == ShardMode::None && (!unsharded || faster(*p, *unsharded))) unsharded = p;
   if (unsharded && unsharded != best && unsharded->step_s <= best->step_s * (1 + kPreferUnshardedWithin)) {
     r.recommended = *unsharded;
     r.recommendation = cat(how(*unsharded), ": unsharded fits (", unsharded->verdict, ") and is within ",
@@ -503,7 +487,7 @@ void recommend(PlanResult& r) {
     return;
   }
   r.recommended = *best;
-  std::string why = best->shard == PlanShard::None ? "unsharded fits and is the fastest" : "the fastest plan that fits";
+  std::string why = best->shard == ShardMode::None ? "unsharded fits and is the fastest" : "the fastest plan that fits";
   if (!unsharded) why += cat("; unsharded ", r.plans.front().verdict);
   if (best->checkpoint_layers != o.train.checkpoint_layers)
     why += best->checkpoint_layers ? "; layer checkpointing makes it fit" : "; it fits without layer checkpointing";
@@ -546,7 +530,7 @@ PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions
                             " peak: no prefill time"));
     return r;
   }
-  for (PlanShard s : kPlanShards) {
+  for (ShardMode s : kShardModes) {
     r.plans.push_back(plan_shard(c, share, o, r.capacity.value, s, o.train.checkpoint_layers));
     r.alternative.push_back(plan_shard(c, share, o, r.capacity.value, s, !o.train.checkpoint_layers));
   }

@@ -17,20 +17,26 @@ namespace genperf {
 
 namespace {
 
-size_t page_floats() {
-  static const size_t n = size_t(sysconf(_SC_PAGESIZE)) / sizeof(float);
-  return n;
-}
+// Windows come and go in huge pages (2 MiB, transparent huge pages by madvise): a page fault
+// costs microseconds (tens on a virtual machine), and a window of 4 KiB pages faults in every
+// page again each step; 2 MiB pages make that a few faults. Buckets' inner edges and what a
+// window gives back are whole huge pages.
+constexpr size_t kWindowPageBytes = size_t(2) << 20;
+size_t page_floats() { return kWindowPageBytes / sizeof(float); }
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // n floats of pages that materialize (as zeros) when first written: a window that sharded
-// training fills and gives back (release) as units and buckets come and go.
+// training fills and gives back (release) as units and buckets come and go. Aligned to a huge
+// page inside a mapping one huge page larger.
 Tensor paged_zeros(size_t n) {
-  const size_t bytes = round_up(std::max<size_t>(n, 1) * sizeof(float), page_floats() * sizeof(float));
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  GP_CHECK(p != MAP_FAILED, "[train] cannot reserve ", bytes, " bytes of address space: ", std::strerror(errno));
-  std::shared_ptr<void> owner(p, [bytes](void* q) { munmap(q, bytes); });
-  return Tensor::wrap(p, {int64_t(n)}, DType::F32, owner);
+  const size_t bytes = round_up(std::max<size_t>(n, 1) * sizeof(float), kWindowPageBytes);
+  const size_t mapped = bytes + kWindowPageBytes;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  GP_CHECK(p != MAP_FAILED, "[train] cannot reserve ", mapped, " bytes of address space: ", std::strerror(errno));
+  char* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(p), kWindowPageBytes));
+  madvise(aligned, bytes, MADV_HUGEPAGE);  // a hint: without THP the window has small pages
+  std::shared_ptr<void> owner(p, [mapped](void* q) { munmap(q, mapped); });
+  return Tensor::wrap(aligned, {int64_t(n)}, DType::F32, owner);
 }
 
 // Gives back the whole pages inside [lo, hi) of a window (they read as zeros again).
@@ -39,14 +45,15 @@ void release(float* base, size_t lo, size_t hi) {
   if (b > a) madvise(base + a, (b - a) * sizeof(float), MADV_DONTNEED);
 }
 
-// Bytes of a window's pages that are resident.
+// Bytes of a window's pages that are resident (mincore counts the system's pages).
 size_t resident_bytes(const float* base, size_t n) {
-  const size_t pages = round_up(n, page_floats()) / page_floats();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t pages = round_up(n * sizeof(float), page) / page;
   std::vector<unsigned char> in(pages);
-  if (mincore(const_cast<float*>(base), pages * page_floats() * sizeof(float), in.data()) != 0) return 0;
+  if (mincore(const_cast<float*>(base), pages * page, in.data()) != 0) return 0;
   size_t r = 0;
   for (unsigned char c : in) r += c & 1;
-  return r * page_floats() * sizeof(float);
+  return r * page;
 }
 
 // Each rank's part of [lo, hi) when rank r owns counts[r] values after those of ranks < r.

@@ -26,7 +26,7 @@ PlanOptions options(int ranks, int64_t batch, int64_t seq) {
   return o;
 }
 
-const ShardPlan& find(const std::vector<ShardPlan>& plans, PlanShard s) {
+const ShardPlan& find(const std::vector<ShardPlan>& plans, ShardMode s) {
   for (const ShardPlan& p : plans)
     if (p.shard == s) return p;
   throw Error("no such plan");
@@ -38,40 +38,40 @@ TEST(Plan, ModelStatePerShardMode) {
   const int64_t P = 1000;
   const int N = 4;
   const size_t p = size_t(P);
-  EXPECT_EQ(planned_model_state(P, PlanShard::None, N).total(), 16 * p);
-  EXPECT_EQ(planned_model_state(P, PlanShard::Optimizer, N).total(), 8 * p + 8 * p / N);
-  EXPECT_EQ(planned_model_state(P, PlanShard::Grads, N).total(), 4 * p + 12 * p / N);
-  EXPECT_EQ(planned_model_state(P, PlanShard::Full, N).total(), 16 * p / N);
-  const ModelStateBytes z1 = planned_model_state(P, PlanShard::Optimizer, N);
+  EXPECT_EQ(planned_model_state(P, ShardMode::None, N).total(), 16 * p);
+  EXPECT_EQ(planned_model_state(P, ShardMode::Optimizer, N).total(), 8 * p + 8 * p / N);
+  EXPECT_EQ(planned_model_state(P, ShardMode::Grads, N).total(), 4 * p + 12 * p / N);
+  EXPECT_EQ(planned_model_state(P, ShardMode::Full, N).total(), 16 * p / N);
+  const ModelStateBytes z1 = planned_model_state(P, ShardMode::Optimizer, N);
   EXPECT_EQ(z1.params, 4 * p);
   EXPECT_EQ(z1.grads, 4 * p);
   EXPECT_EQ(z1.optimizer, 8 * p / N);
   // One rank holds everything in every mode; an uneven split counts the largest rank's share.
-  for (PlanShard s : kPlanShards) EXPECT_EQ(planned_model_state(P, s, 1).total(), 16 * p) << plan_shard_name(s);
-  EXPECT_EQ(planned_model_state(1001, PlanShard::Full, 4).total(), 16u * 251);
-  EXPECT_THROW(planned_model_state(P, PlanShard::None, 0), Error);
+  for (ShardMode s : kShardModes) EXPECT_EQ(planned_model_state(P, s, 1).total(), 16 * p) << shard_mode_name(s);
+  EXPECT_EQ(planned_model_state(1001, ShardMode::Full, 4).total(), 16u * 251);
+  EXPECT_THROW(planned_model_state(P, ShardMode::None, 0), Error);
 }
 
 TEST(Plan, CommunicationBytesAndBuffers) {
   const int64_t P = 1200;
-  for (PlanShard s : {PlanShard::None, PlanShard::Optimizer, PlanShard::Grads})
-    EXPECT_DOUBLE_EQ(planned_comm_bytes(P, s, 4), 2.0 * 1200 * 3 / 4 * 4) << plan_shard_name(s);
-  EXPECT_DOUBLE_EQ(planned_comm_bytes(P, PlanShard::Full, 4), 3.0 * 1200 * 3 / 4 * 4);
-  EXPECT_DOUBLE_EQ(planned_comm_bytes(P, PlanShard::Full, 1), 0.0);
+  for (ShardMode s : {ShardMode::None, ShardMode::Optimizer, ShardMode::Grads})
+    EXPECT_DOUBLE_EQ(planned_comm_bytes(P, s, 4), 2.0 * 1200 * 3 / 4 * 4) << shard_mode_name(s);
+  EXPECT_DOUBLE_EQ(planned_comm_bytes(P, ShardMode::Full, 4), 3.0 * 1200 * 3 / 4 * 4);
+  EXPECT_DOUBLE_EQ(planned_comm_bytes(P, ShardMode::Full, 1), 0.0);
 
   const LlamaConfig c = preset_config("110m");
   const size_t state = size_t(c.num_parameters()) * 4, bucket = size_t(25) << 20;
   ASSERT_GT(state, bucket);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, PlanShard::None, 4, bucket), bucket);  // one DDP bucket
-  EXPECT_EQ(planned_comm_buffer_bytes(c, PlanShard::Grads, 4, bucket), bucket);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, PlanShard::None, 4, 2 * state), state);  // no more than the grads
-  EXPECT_EQ(planned_comm_buffer_bytes(c, PlanShard::None, 1, bucket), 0u);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 4, bucket), bucket);  // one DDP bucket
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Grads, 4, bucket), bucket);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 4, 2 * state), state);  // no more than the grads
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 1, bucket), 0u);
   // Full sharding: two gathered units (one prefetched) and one unit's gradients, in f32.
   const int64_t layer = c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden_size +
                         3 * c.hidden_size * c.intermediate_size + 2 * c.hidden_size;
   const int64_t unit = std::max(layer, c.vocab_size * c.hidden_size);
   EXPECT_EQ(largest_unit_params(c), unit);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, PlanShard::Full, 4, bucket), 3 * size_t(unit) * 4);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Full, 4, bucket), 3 * size_t(unit) * 4);
 }
 
 TEST(Plan, ActivationsAndFlopsComeFromTheTrainingLibrary) {
@@ -119,7 +119,7 @@ TEST(Plan, StepTimeModel) {
     EXPECT_DOUBLE_EQ(p.step_s, p.compute_s + p.optimizer_s + p.exposed_comm_s);
     EXPECT_DOUBLE_EQ(p.tokens_per_s, 4.0 * 2 * 256 / p.step_s);
   }
-  EXPECT_DOUBLE_EQ(find(r.plans, PlanShard::None).optimizer_s, 28.0 * double(P) / 3350e9);
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::None).optimizer_s, 28.0 * double(P) / 3350e9);
   // Overlap hides buckets behind backward: never more exposed than without it.
   o.overlap = PlanOverlap::Buckets;
   const PlanResult hidden = plan_job(c, h100, o);
@@ -132,9 +132,9 @@ TEST(Plan, StepTimeModel) {
 TEST(Plan, RecommendsUnshardedWhenItFits) {
   // Enough work per rank that the sharded modes' savings (AdamW on 1/N, less exposed) stay small.
   const PlanResult r = plan_job(preset_config("110m"), catalog_device("h100"), options(4, 4, 512));
-  for (const ShardPlan& p : r.plans) EXPECT_TRUE(p.fits) << plan_shard_name(p.shard);
+  for (const ShardPlan& p : r.plans) EXPECT_TRUE(p.fits) << shard_mode_name(p.shard);
   ASSERT_TRUE(r.recommended);
-  EXPECT_EQ(r.recommended->shard, PlanShard::None);
+  EXPECT_EQ(r.recommended->shard, ShardMode::None);
   EXPECT_FALSE(r.recommended->checkpoint_layers);
   EXPECT_NE(r.recommendation.find("--shard none"), std::string::npos) << r.recommendation;
   // On one rank every mode holds and does the same: unsharded, without recompute.
@@ -144,7 +144,7 @@ TEST(Plan, RecommendsUnshardedWhenItFits) {
     return o;
   }());
   ASSERT_TRUE(one.recommended);
-  EXPECT_EQ(one.recommended->shard, PlanShard::None);
+  EXPECT_EQ(one.recommended->shard, ShardMode::None);
   EXPECT_FALSE(one.recommended->checkpoint_layers);
 }
 
@@ -153,20 +153,20 @@ TEST(Plan, TightMemoryCapRecommendsFullSharding) {
   const LlamaConfig c = preset_config("110m");
   PlanOptions o = options(4, 1, 64);
   const PlanResult loose = plan_job(c, catalog_device("h100"), o);
-  const size_t full = find(loose.plans, PlanShard::Full).total();
+  const size_t full = find(loose.plans, ShardMode::Full).total();
   size_t others = SIZE_MAX;
   for (const auto* set : {&loose.plans, &loose.alternative})
     for (const ShardPlan& p : *set)
-      if (p.shard != PlanShard::Full) others = std::min(others, p.total());
+      if (p.shard != ShardMode::Full) others = std::min(others, p.total());
   ASSERT_LT(full, others);
   o.memory_cap_bytes = double(full + others) / 2;
   const PlanResult r = plan_job(c, catalog_device("h100"), o);
   EXPECT_EQ(r.capacity.kind, FigureKind::Given);
   ASSERT_TRUE(r.recommended);
-  EXPECT_EQ(r.recommended->shard, PlanShard::Full);
+  EXPECT_EQ(r.recommended->shard, ShardMode::Full);
   EXPECT_FALSE(r.recommended->checkpoint_layers);  // fits without the recompute, so faster
   for (const ShardPlan& p : r.plans) {
-    if (p.shard == PlanShard::Full) continue;
+    if (p.shard == ShardMode::Full) continue;
     EXPECT_FALSE(p.fits);
     // "does not fit: needs X GB, has Y GB", both figures named.
     EXPECT_EQ(p.verdict.rfind("does not fit: needs ", 0), 0u) << p.verdict;
@@ -243,7 +243,7 @@ TEST(Plan, UnpublishedPeakPlansMemoryOnly) {
   const PlanResult r = plan_job(preset_config("tiny"), catalog_device("v100"), o);
   for (const ShardPlan& p : r.plans) EXPECT_FALSE(p.timed);
   ASSERT_TRUE(r.recommended);
-  EXPECT_EQ(r.recommended->shard, PlanShard::None);
+  EXPECT_EQ(r.recommended->shard, ShardMode::None);
   EXPECT_NE(r.recommendation.find("no step time"), std::string::npos) << r.recommendation;
 }
 
@@ -271,7 +271,7 @@ TEST(Plan, ThisMachineIsLabelledMeasured) {
   const PlanResult r = plan_job(c, d, o);
   EXPECT_DOUBLE_EQ(r.capacity.value, 8e9);
   EXPECT_EQ(r.capacity.kind, FigureKind::Measured);
-  const ShardPlan& p = find(r.plans, PlanShard::None);
+  const ShardPlan& p = find(r.plans, ShardMode::None);
   EXPECT_DOUBLE_EQ(p.compute_s, p.flops / (0.2e12 * 0.7));
   EXPECT_DOUBLE_EQ(p.comm_s, p.comm_bytes / (40e9 / kShmPassesPerByte));
   EXPECT_DOUBLE_EQ(p.optimizer_s, kAdamWBytesPerParam * double(c.num_parameters()) / 40e9);
@@ -302,8 +302,8 @@ TEST(Plan, OptionsAreChecked) {
   o = options(1, 1, 64);
   o.efficiency = 1.5;
   EXPECT_THROW(plan_job(c, catalog_device("h100"), o), Error);
-  EXPECT_EQ(parse_plan_shard("grads"), PlanShard::Grads);
-  EXPECT_THROW(parse_plan_shard("zero2"), Error);
+  EXPECT_EQ(parse_shard_mode("grads"), ShardMode::Grads);
+  EXPECT_THROW(parse_shard_mode("zero2"), Error);
   EXPECT_THROW(parse_plan_overlap("always"), Error);
 }
 

@@ -54,7 +54,7 @@ void print_plans(const PlanResult& r, const std::string& chosen) {
   auto row = [&](const ShardPlan& p) {
     const bool rec = r.recommended && r.recommended->shard == p.shard &&
                      r.recommended->checkpoint_layers == p.checkpoint_layers;
-    std::string name = cat(plan_shard_name(p.shard), rec ? " *" : "", chosen == plan_shard_name(p.shard) && p.checkpoint_layers == o.train.checkpoint_layers ? " <" : "");
+    std::string name = cat(shard_mode_name(p.shard), rec ? " *" : "", chosen == shard_mode_name(p.shard) && p.checkpoint_layers == o.train.checkpoint_layers ? " <" : "");
     std::printf("%-12s %-4s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %-4s", name.c_str(), p.checkpoint_layers ? "yes" : "no",
                 double(p.state.params) / 1e9, double(p.state.grads) / 1e9, double(p.state.optimizer) / 1e9,
                 double(p.activations.total()) / 1e9, double(p.comm_buffers) / 1e9, double(p.total()) / 1e9,
@@ -66,7 +66,7 @@ void print_plans(const PlanResult& r, const std::string& chosen) {
   for (const ShardPlan& p : r.alternative) row(p);
   if (!chosen.empty())
     for (const ShardPlan& p : r.plans)
-      if (chosen == plan_shard_name(p.shard)) std::printf("--shard    %s: %s\n", chosen.c_str(), p.verdict.c_str());
+      if (chosen == shard_mode_name(p.shard)) std::printf("--shard    %s: %s\n", chosen.c_str(), p.verdict.c_str());
   std::printf("recommend  %s\n", r.recommendation.c_str());
 }
 
@@ -141,7 +141,7 @@ int cmd_plan(int argc, char** argv) {
   if (a.has("mem-gb")) o.memory_cap_bytes = a.number("mem-gb") * 1e9;
   o.weight_dtype = parse_dtype(a.str("dtype"));
   o.kv_dtype = parse_dtype(a.str("kv-type"));
-  const std::string chosen = a.has("shard") ? plan_shard_name(parse_plan_shard(a.str("shard"))) : "";
+  const std::string chosen = a.has("shard") ? shard_mode_name(parse_shard_mode(a.str("shard"))) : "";
   std::vector<int> ranks = {o.ranks};
   if (a.flag("sweep")) ranks = {1, 2, 4};
   for (int n : ranks) {
