@@ -188,6 +188,11 @@ struct PlanResult {
   Json to_json() const;
 };
 
+// The memory part of a plan (no device needed): model state, activations of one micro-batch,
+// communication buffers, and whether they fit `capacity` bytes per rank. `genperf train --mem-gb`
+// admits a job by it.
+ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacity, ShardMode s, bool checkpoint);
+
 // Plans the job of `c` on ranks of device d. Training: every shard mode with and without layer
 // checkpointing, and the recommendation: the fastest plan that fits, unsharded when it fits and
 // is within kPreferUnshardedWithin of that; when nothing fits, it says what is short.

@@ -368,20 +368,29 @@ double exposed(double comm_s, double unhidden_s, double compute_s, PlanOverlap o
   return unhidden_s + std::max(0.0, comm_s - unhidden_s - compute_s);
 }
 
+}  // namespace
+
+ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacity, ShardMode s, bool checkpoint) {
+  ShardPlan p;
+  p.shard = s;
+  p.checkpoint_layers = checkpoint;
+  p.state = planned_model_state(c.num_parameters(), s, o.ranks);
+  TrainOptions t = o.train;
+  t.checkpoint_layers = checkpoint;
+  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq);
+  p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes);
+  p.fits = double(p.total()) <= capacity;
+  p.verdict = verdict(p.total(), capacity);
+  return p;
+}
+
+namespace {
+
 ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity,
                      ShardMode s, bool checkpoint) {
   const int N = o.ranks;
   const int64_t P = c.num_parameters();
-  ShardPlan p;
-  p.shard = s;
-  p.checkpoint_layers = checkpoint;
-  p.state = planned_model_state(P, s, N);
-  TrainOptions t = o.train;
-  t.checkpoint_layers = checkpoint;
-  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq);
-  p.comm_buffers = planned_comm_buffer_bytes(c, s, N, o.bucket_bytes);
-  p.fits = double(p.total()) <= capacity;
-  p.verdict = verdict(p.total(), capacity);
+  ShardPlan p = plan_memory(c, o, capacity, s, checkpoint);
   p.flops = planned_step_flops(c, o.batch, o.seq, checkpoint);
   p.comm_bytes = planned_comm_bytes(P, s, N);
   const std::optional<Figure> peak = d.peak_tflops(o.train.precision);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include "genperf/error.h"
 #include "genperf/trainer.h"
@@ -11,8 +13,11 @@
 namespace genperf {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr const char* kStateFormat = "genperf-train-state";
 constexpr const char* kStateVersion = "1";
+constexpr const char* kShardFormat = "genperf-train-state-shard";
 
 uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -155,21 +160,24 @@ void Trainer::run(int64_t until, const std::string& state_path, const Callbacks&
   }
 }
 
+// A sharded run's state: each rank writes its range of the parameters and moments to a file of
+// its own (named by step and rank, written atomically), then rank 0 writes the manifest at the
+// state's path once every shard is complete. The manifest is the checkpoint: a run interrupted
+// while writing shards still resumes from the previous manifest, whose files are removed only
+// after the new one is in place.
+static std::string shard_path(const std::string& path, int64_t step, int rank, int ranks) {
+  const std::string ext = ".safetensors";
+  const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return cat(has_ext ? path.substr(0, path.size() - ext.size()) : path, ".step", step, ".rank", rank, "-of-", ranks, ext);
+}
+
 void Trainer::save_state(const std::string& path) {
   TrainModel& m = model_;
   AdamW& opt = opt_;
   const int64_t n = int64_t(m.trainable_params().size());
-  auto wrap = [n](std::span<float> s) { return Tensor::wrap(s.data(), {n}, DType::F32, nullptr); };
-  // A sharded optimizer state (and Full's parameters) is gathered whole (collective), then
-  // rank 0 writes.
-  const bool sharded = dp_.shard_size() != size_t(n);
-  const bool params_sharded = sharded && dp_.options().shard == ShardMode::Full;
-  std::vector<float> m1, m2, p;
-  if (sharded) m1 = dp_.gather(opt.first_moment()), m2 = dp_.gather(opt.second_moment());
-  if (params_sharded) p = dp_.gather(dp_.param_shard());
-  if (dp_.rank() != 0) return;
+  auto wrap = [](std::span<float> s) { return Tensor::wrap(s.data(), {int64_t(s.size())}, DType::F32, nullptr); };
   const DataPosition pos = loader_.position();
-  const std::map<std::string, std::string> md = {
+  std::map<std::string, std::string> md = {
       {"format", kStateFormat},
       {"version", kStateVersion},
       {"step", std::to_string(step_)},
@@ -181,10 +189,45 @@ void Trainer::save_state(const std::string& path) {
       {"model", shape_key(model_)},
       {"trainable", std::to_string(n)},
   };
-  write_safetensors(path, {{"params", wrap(params_sharded ? std::span<float>(p) : m.trainable_params())},
-                           {"adam.m", wrap(sharded ? std::span<float>(m1) : opt.first_moment())},
-                           {"adam.v", wrap(sharded ? std::span<float>(m2) : opt.second_moment())}},
-                    md);
+  const bool sharded = dp_.shard_size() != size_t(n);
+  if (!sharded) {  // every rank holds the whole state: rank 0 writes it
+    if (dp_.rank() == 0)
+      write_safetensors(path, {{"params", wrap(m.trainable_params())},
+                               {"adam.m", wrap(opt.first_moment())},
+                               {"adam.v", wrap(opt.second_moment())}},
+                        md);
+    return;
+  }
+  const size_t lo = dp_.shard_begin(), count = dp_.shard_size();
+  const std::span<float> params = dp_.options().shard == ShardMode::Full ? dp_.param_shard()
+                                                                        : m.trainable_params().subspan(lo, count);
+  write_safetensors(shard_path(path, step_, dp_.rank(), dp_.ranks()),
+                    {{"params", wrap(params)}, {"adam.m", wrap(opt.first_moment())}, {"adam.v", wrap(opt.second_moment())}},
+                    {{"format", kShardFormat}, {"step", std::to_string(step_)}, {"offset", std::to_string(lo)},
+                     {"count", std::to_string(count)}});
+  dp_.comm().barrier();  // every shard is complete
+  if (dp_.rank() != 0) return;
+  Json::Array shards;
+  size_t offset = 0;
+  for (int r = 0; r < dp_.ranks(); ++r) {
+    const size_t c = dp_.shard_counts()[size_t(r)];
+    shards.push_back(Json::Object{{"file", fs::path(shard_path(path, step_, r, dp_.ranks())).filename().string()},
+                                  {"offset", int64_t(offset)},
+                                  {"count", int64_t(c)}});
+    offset += c;
+  }
+  md["shards"] = Json(std::move(shards)).dump();
+  write_safetensors(path, {}, md);
+  // Shards of earlier states are no longer referenced.
+  const fs::path file(path);
+  const std::string stem = fs::path(shard_path(path, 0, 0, 1)).filename().string();
+  const std::string prefix = stem.substr(0, stem.find(".step0.") + 5);
+  const std::string current = cat(prefix, step_, ".");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(file.parent_path().empty() ? fs::path(".") : file.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.rfind(current, 0) != 0) fs::remove(e.path(), ec);
+  }
 }
 
 void Trainer::load_state(const std::string& path) {
@@ -209,16 +252,55 @@ void Trainer::load_state(const std::string& path) {
   const int64_t step = parse_i64(md, "step", path);
   GP_CHECK(step >= 0 && step <= config_.steps, "[train] ", path, ": the state is at step ", step,
            ", beyond this run's ", config_.steps, " steps");
-  for (const char* name : {"params", "adam.m", "adam.v"}) {
-    auto it = f.tensors.find(name);
-    GP_CHECK(it != f.tensors.end(), "[train] ", path, ": missing tensor '", name, "'");
-    GP_CHECK(it->second.dtype() == DType::F32 && it->second.numel() == n, "[train] ", path, ": tensor '", name,
-             "' is ", it->second.describe(), ", expected f32 [", n, "]");
+
+  // Where each tensor's values are: one file, or the shards the manifest lists (each checked
+  // against it), which together must cover [0, n) in order.
+  struct Piece {
+    std::string file;
+    size_t offset = 0, count = 0;
+  };
+  std::vector<Piece> pieces;
+  std::map<std::string, SafetensorsFile> files;
+  auto it = md.find("shards");
+  if (it == md.end()) {
+    pieces.push_back({path, 0, size_t(n)});
+    files.emplace(path, f);
+  } else {
+    const Json list = Json::parse(it->second, path);
+    size_t expect = 0;
+    for (const Json& e : list.as_array()) {
+      Piece p{(fs::path(path).parent_path() / e.at("file").as_string()).string(), size_t(e.at("offset").as_int()),
+              size_t(e.at("count").as_int())};
+      GP_CHECK(p.offset == expect, "[train] ", path, ": shard ", p.file, " starts at ", p.offset, ", expected ", expect);
+      expect += p.count;
+      GP_CHECK(fs::exists(p.file), "[train] ", path, ": its shard ", p.file, " is missing");
+      SafetensorsFile sf = read_safetensors(p.file);
+      GP_CHECK(sf.metadata["format"] == kShardFormat && sf.metadata["step"] == std::to_string(step) &&
+                   sf.metadata["offset"] == std::to_string(p.offset) && sf.metadata["count"] == std::to_string(p.count),
+               "[train] ", p.file, ": not the shard the manifest ", path, " lists (step ", step, ", values ", p.offset,
+               " + ", p.count, ")");
+      files.emplace(p.file, std::move(sf));
+      pieces.push_back(std::move(p));
+    }
+    GP_CHECK(expect == size_t(n), "[train] ", path, ": its shards hold ", expect, " values of ", n);
   }
-  // Byte copies (the file's tensors need not be aligned); the moments of this rank's shard.
+  for (const Piece& p : pieces)
+    for (const char* name : {"params", "adam.m", "adam.v"}) {
+      const SafetensorsFile& sf = files.at(p.file);
+      auto t = sf.tensors.find(name);
+      GP_CHECK(t != sf.tensors.end(), "[train] ", p.file, ": missing tensor '", name, "'");
+      GP_CHECK(t->second.dtype() == DType::F32 && t->second.numel() == int64_t(p.count), "[train] ", p.file,
+               ": tensor '", name, "' is ", t->second.describe(), ", expected f32 [", p.count, "]");
+    }
+  // Values [from, from + dst.size()) of a tensor, from the pieces that hold them (byte copies:
+  // the files' tensors need not be aligned).
   auto copy = [&](const char* name, size_t from, std::span<float> dst) {
-    std::memcpy(dst.data(), static_cast<const char*>(f.tensors.at(name).raw()) + from * sizeof(float),
-                dst.size() * sizeof(float));
+    for (const Piece& p : pieces) {
+      const size_t a = std::max(from, p.offset), b = std::min(from + dst.size(), p.offset + p.count);
+      if (b <= a) continue;
+      const char* src = static_cast<const char*>(files.at(p.file).tensors.at(name).raw());
+      std::memcpy(dst.data() + (a - from), src + (a - p.offset) * sizeof(float), (b - a) * sizeof(float));
+    }
   };
   const bool params_sharded = dp_.shard_size() != size_t(n) && dp_.options().shard == ShardMode::Full;
   if (params_sharded) {
@@ -226,7 +308,7 @@ void Trainer::load_state(const std::string& path) {
   } else {
     copy("params", 0, model_.trainable_params());
   }
-  copy("adam.m", dp_.shard_begin(), opt_.first_moment());
+  copy("adam.m", dp_.shard_begin(), opt_.first_moment());  // this rank's shard of the moments
   copy("adam.v", dp_.shard_begin(), opt_.second_moment());
   opt_.set_step_count(parse_i64(md, "adam_step", path));
   loader_.seek({parse_i64(md, "data_epoch", path), parse_i64(md, "data_index", path)});

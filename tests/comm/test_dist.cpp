@@ -189,18 +189,26 @@ TEST_F(Mpi, DataParallelAndShardingMatchOneRank) {
     }
 }
 
-// ZeRO-1 and ZeRO-3 at 2 ranks stopped at step 2, resumed at 4 ranks: the uninterrupted run's
-// losses and weights; resumed at 2 ranks: the same bits.
+// ZeRO-1 and ZeRO-3 at 2 ranks stopped at step 2 (each rank's shard of the state in a file of its
+// own), resumed at 4 ranks: the uninterrupted run's losses and weights; at 2 ranks: the same bits.
 TEST_F(Mpi, ResumesOnAnotherRankCount) {
   for (const std::string mode : {"optimizer", "full"}) {
     const std::string shard = "--shard " + mode + " --bucket-mb 0.05", whole = tmp_ / ("whole-" + mode);
     ASSERT_EQ(run(2, train_args(whole, shard)).code, 0);
     for (int n : {2, 4}) {
       const std::string out = tmp_ / cat("split-", mode, n);
-      const CliResult first = run(2, train_args(out, shard + " --stop-at 2"));
+      const CliResult first = run(2, train_args(out, shard + " --stop-at 2 --save-every 1"));
       ASSERT_EQ(first.code, 0) << first.err;
+      // The state is sharded: a file a rank beside the manifest (which holds no tensor), those
+      // of step 1 removed once step 2's manifest was written.
+      EXPECT_TRUE(fs::exists(out + "/train_state.step2.rank0-of-2.safetensors"));
+      EXPECT_TRUE(fs::exists(out + "/train_state.step2.rank1-of-2.safetensors"));
+      EXPECT_FALSE(fs::exists(out + "/train_state.step1.rank0-of-2.safetensors"));
+      EXPECT_TRUE(read_safetensors(out + "/train_state.safetensors").tensors.empty());
       const CliResult rest = run(n, train_args(out, shard + " --resume"));
       ASSERT_EQ(rest.code, 0) << rest.err;
+      EXPECT_TRUE(fs::exists(out + cat("/train_state.step4.rank", n - 1, "-of-", n, ".safetensors")));
+      EXPECT_FALSE(fs::exists(out + "/train_state.step2.rank0-of-2.safetensors"));
       if (n == 2) {
         EXPECT_EQ(read_bytes(whole + "/model.safetensors"), read_bytes(out + "/model.safetensors")) << mode;
       }
@@ -222,10 +230,12 @@ TEST_F(Mpi, LoraFineTuningMatchesOneRank) {
 }
 
 // A rank killed (SIGKILL) mid-run ends the job, non-zero, naming the rank; a resume from the
-// last complete state finishes the run with the losses of one that never stopped.
+// last complete sharded state (its manifest) finishes the run with the losses of one that never
+// stopped.
 TEST_F(Mpi, AKilledRankEndsTheJobAndTheRunResumes) {
-  const std::string out = tmp_ / "killed", args = train_args(out, "--steps 300 --save-every 1 --eval-every 0");
-  ASSERT_EQ(run(2, train_args(tmp_ / "whole", "--steps 300 --save-every 1 --eval-every 0")).code, 0);
+  const std::string opts = "--steps 80 --save-every 1 --eval-every 0 --shard full --bucket-mb 0.05";
+  const std::string out = tmp_ / "killed", args = train_args(out, opts);
+  ASSERT_EQ(run(2, train_args(tmp_ / "whole", opts)).code, 0);
   // In the background; once step 3 is logged, rank 1 (the process whose launcher environment
   // says so) is killed.
   std::string script = R"(
@@ -251,12 +261,34 @@ echo "rc=$? after $(( $(date +%s) - start )) s"
   EXPECT_EQ(said.find("rc=0 "), std::string::npos) << said << job;
   EXPECT_NE(job.find("rank 1"), std::string::npos) << job;
   const Json log_end = log_records(out).back();
-  EXPECT_LT(log_end.at("step").as_number(), 300) << "the job finished before the kill: make it longer";
+  EXPECT_LT(log_end.at("step").as_number(), 80) << "the job finished before the kill: make it longer";
   // Resume from the last complete state: the uninterrupted run's losses and weights, bit for bit.
   const CliResult rest = run(2, args + " --resume");
   ASSERT_EQ(rest.code, 0) << rest.err;
   EXPECT_EQ(read_bytes(tmp_ / "whole/model.safetensors"), read_bytes(out + "/model.safetensors"));
   expect_same_run(tmp_ / "whole", out, 0.0);
+}
+
+// Under a memory cap below 10 P bytes a rank, full sharding runs where the other modes are
+// refused before they start, with what they need and what there is.
+TEST_F(Mpi, UnderAMemoryCapOnlyFullShardingRuns) {
+  auto args = [&](const std::string& out, const std::string& shard) {
+    return "train --text " + (*dir_ / "train.txt") + " --tokenizer " + (*dir_ / "tokenizer.model") +
+           " --shape default --seq 16 --batch 1 --grad-accum 4 --steps 2 --dtype f32 --threads 1 --mem-gb 0.045 "
+           "--shard " + shard + " --out " + out;
+  };
+  const CliResult full = run(4, args(tmp_ / "full", "full"));
+  ASSERT_EQ(full.code, 0) << full.err;
+  const double P = Json::parse(read_text_file(tmp_ / "full/train_run.json")).at("trainable_parameters").as_number();
+  EXPECT_LT(0.045e9, 10 * P);
+  for (const char* shard : {"none", "optimizer", "grads"}) {
+    const CliResult r = run(4, args(tmp_ / shard, shard));
+    EXPECT_NE(r.code, 0) << shard;
+    EXPECT_NE(r.err.find("does not fit: needs"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has 0.045 GB"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--shard full would fit"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp_ / (std::string(shard) + "/train_log.jsonl"))) << shard;
+  }
 }
 
 TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {

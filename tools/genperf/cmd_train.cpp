@@ -16,6 +16,7 @@
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/llama.h"
+#include "genperf/plan.h"
 #include "genperf/progress.h"
 #include "genperf/trainer.h"
 
@@ -55,6 +56,7 @@ std::vector<OptionSpec> training_options(const char* lr, const char* steps, cons
           {"shard", "across ranks (mpirun -np N): none (data parallel), optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)", "none"},
           {"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"},
           {"no-overlap", "reduce gradients after backward instead of during it", "", true},
+          {"mem-gb", "memory per rank (GB): refuse a job the planner says does not fit, before it starts", "", false, true},
           {"log-every", "print a line every N steps", "10"},
           kThreads,
           kJson};
@@ -90,6 +92,33 @@ TrainerConfig trainer_config(const Args& a) {
   GP_CHECK(c.schedule.max_lr > 0 && std::isfinite(c.schedule.max_lr), "[train] --lr must be positive");
   GP_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps < c.steps, "[train] --warmup must be in [0, --steps)");
   return c;
+}
+
+// --mem-gb: the job's memory per rank as `genperf plan` counts it (model state of the shard
+// mode, one micro-batch's activations, communication buffers); over the cap, the job is refused
+// before anything is allocated, naming the modes that would fit.
+void check_memory_cap(const Args& a, const LlamaConfig& c, const TrainOptions& t, int64_t seq, bool lora) {
+  if (!a.has("mem-gb")) return;
+  GP_CHECK(!lora, "[train] --mem-gb plans full training; LoRA's memory is not planned yet");
+  const double cap = a.number("mem-gb") * 1e9;
+  GP_CHECK(cap > 0, "[train] --mem-gb must be positive");
+  PlanOptions o;
+  o.ranks = world().size();
+  o.batch = a.integer("batch");
+  o.seq = seq;
+  o.train = t;
+  o.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
+  const ShardMode mode = parse_shard_mode(a.str("shard"));
+  const ShardPlan p = plan_memory(c, o, cap, mode, t.checkpoint_layers);
+  if (p.fits) return;
+  std::string fit;
+  for (bool ck : {false, true})
+    for (ShardMode m : kShardModes)
+      if (plan_memory(c, o, cap, m, ck).fits && fit.empty())
+        fit = cat("; --shard ", shard_mode_name(m), ck ? " --checkpoint-layers" : "", " would fit");
+  fail("[train] --shard ", shard_mode_name(mode), " on ", o.ranks, " rank", o.ranks > 1 ? "s" : "", ": ", p.verdict,
+       " per rank (--mem-gb; model state ", p.state.total(), " bytes, activations ", p.activations.total(),
+       ", communication buffers ", p.comm_buffers, ")", fit.empty() ? "; no shard mode fits" : fit);
 }
 
 TrainOptions train_options(const Args& a) {
@@ -213,6 +242,7 @@ int cmd_train(int argc, char** argv) {
     std::printf("%sdata: %lld sequences of %lld tokens (%lld for training, %lld for validation)\n", rank_prefix().c_str(), (long long)all.size(),
                 (long long)T, (long long)split.train.size(), (long long)split.validation.size());
 
+  check_memory_cap(a, c, train_options(a), T, false);
   TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a));
   if (talks(a))
     std::printf("%smodel: %s shape, %.2fM parameters, %s attention, %s\n", rank_prefix().c_str(), a.str("shape").c_str(), double(m.num_params()) / 1e6,
@@ -265,6 +295,7 @@ int cmd_finetune(int argc, char** argv) {
     for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
       if (fs::exists(fs::path(src) / f) && fs::absolute(fs::path(src) / f) != fs::absolute(fs::path(files.dir) / f))
         extra.push_back((fs::path(src) / f).string());
+  check_memory_cap(a, ck.config, train_options(a), T, a.integer("lora-rank") > 0);
   TrainModel m(ck, train_options(a));
   Json info = Json::Object{{"verb", "finetune"},
                            {"model", src},
