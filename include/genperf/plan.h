@@ -79,6 +79,9 @@ struct MachineFigures {
   double gemm_peak_gflops = 0;
   double memory_gbs = 0;
   double memory_bytes = 0;
+  // Measured now, or Given: the peak and bandwidth from an earlier measurement (plan's
+  // --peak-gflops, --bandwidth-gbs), so that a grid of plans shares one measurement.
+  FigureKind kind = FigureKind::Measured;
 };
 // Measures them now (bench::measure_gemm_peak_gflops, bench::measure_bandwidth_gbs; seconds).
 MachineFigures measure_this_machine(Precision p);
@@ -103,9 +106,10 @@ double planned_comm_bytes(int64_t P, ShardMode s, int ranks);
 // Parameters of the largest unit full sharding gathers at once: one decoder layer, or the
 // embedding (or the untied output head), V x d, where that is larger.
 int64_t largest_unit_params(const LlamaConfig& c);
-// Communication buffers per rank: none, optimizer, grads: one gradient bucket (at most the
-// gradients' size); full: the gathered parameters of the largest unit and of the next one
-// (prefetched), and that unit's unsharded gradients before they are reduce-scattered. 0 on 1 rank.
+// Communication buffers per rank, as genperf's DataParallel holds them (DISTRIBUTED.md): none and
+// optimizer reduce their buckets in place in the gradient buffer (0); grads: the gradient window's
+// peak, the largest unit's gradients and one bucket in flight (at most the whole gradient); full:
+// that and the parameter window, the running unit and the prefetched one. 0 on 1 rank.
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes);
 // FLOPs per rank of one step: train_step_flops, plus with layer checkpointing the layers' forward
 // again (a third of the step's FLOPs less the output head's).

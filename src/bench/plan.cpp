@@ -203,15 +203,17 @@ DeviceSpec this_machine(const MachineFigures& m) {
   d.id = "cpu";
   d.name = "this machine";
   d.memory_bytes = {m.memory_bytes, FigureKind::Measured};
-  d.memory_gbs = {m.memory_gbs, FigureKind::Measured};
-  const Figure peak{m.gemm_peak_gflops / 1e3, FigureKind::Measured};
+  d.memory_gbs = {m.memory_gbs, m.kind};
+  const Figure peak{m.gemm_peak_gflops / 1e3, m.kind};
   (m.precision == Precision::Bf16 ? d.bf16 : d.fp32) = peak;
   d.link_gbs = {m.memory_gbs / kShmPassesPerByte, FigureKind::Modeled};
   d.link = cat("shared-memory MPI between the ranks of this node: the measured read bandwidth / ",
                kShmPassesPerByte, " (copy in, copy out)");
-  d.source = cat("measured in this run: oneDNN ", precision_name(m.precision),
-                 " GEMM 2048^3 (median of 5), read bandwidth over memory_probe_bytes (median of 5), "
-                 "MemAvailable of /proc/meminfo");
+  d.source = m.kind == FigureKind::Given
+                 ? std::string("peak and bandwidth given (--peak-gflops, --bandwidth-gbs), MemAvailable of /proc/meminfo")
+                 : cat("measured in this run: oneDNN ", precision_name(m.precision),
+                       " GEMM 2048^3 (median of 5), read bandwidth over memory_probe_bytes (median of 5), "
+                       "MemAvailable of /proc/meminfo");
   d.note = "only the peak of the precision asked for is measured";
   d.shared_by_ranks = true;
   return d;
@@ -248,9 +250,13 @@ int64_t largest_unit_params(const LlamaConfig& c) {
 }
 
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes) {
-  if (ranks <= 1) return 0;
-  if (s != ShardMode::Full) return std::min(bucket_bytes, size_t(c.num_parameters()) * sizeof(float));
-  return 3 * size_t(largest_unit_params(c)) * sizeof(float);
+  if (ranks <= 1 || s == ShardMode::None || s == ShardMode::Optimizer) return 0;
+  // The gradient window: the unit backward is writing and a bucket in flight, at most the whole
+  // gradient; full sharding adds the parameter window, the running unit and the prefetched one.
+  const size_t grads = size_t(c.num_parameters()) * sizeof(float);
+  const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
+  const size_t grad_window = std::min(grads, unit + bucket_bytes);
+  return s == ShardMode::Full ? grad_window + std::min(grads, 2 * unit) : grad_window;
 }
 
 double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers) {

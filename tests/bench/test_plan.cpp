@@ -62,16 +62,19 @@ TEST(Plan, CommunicationBytesAndBuffers) {
   const LlamaConfig c = preset_config("110m");
   const size_t state = size_t(c.num_parameters()) * 4, bucket = size_t(25) << 20;
   ASSERT_GT(state, bucket);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 4, bucket), bucket);  // one DDP bucket
-  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Grads, 4, bucket), bucket);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 4, 2 * state), state);  // no more than the grads
-  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 1, bucket), 0u);
-  // Full sharding: two gathered units (one prefetched) and one unit's gradients, in f32.
+  // Buckets are reduced in place: no buffer beyond the gradients.
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::None, 4, bucket), 0u);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Optimizer, 4, bucket), 0u);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Grads, 1, bucket), 0u);
   const int64_t layer = c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden_size +
                         3 * c.hidden_size * c.intermediate_size + 2 * c.hidden_size;
   const int64_t unit = std::max(layer, c.vocab_size * c.hidden_size);
   EXPECT_EQ(largest_unit_params(c), unit);
-  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Full, 4, bucket), 3 * size_t(unit) * 4);
+  // The gradient window: the largest unit's gradients and a bucket, at most every gradient;
+  // full sharding adds the parameter window's two units.
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Grads, 4, bucket), size_t(unit) * 4 + bucket);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Grads, 4, 2 * state), state);
+  EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Full, 4, bucket), 3 * size_t(unit) * 4 + bucket);
 }
 
 TEST(Plan, ActivationsAndFlopsComeFromTheTrainingLibrary) {

@@ -274,18 +274,18 @@ echo "rc=$? after $(( $(date +%s) - start )) s"
 TEST_F(Mpi, UnderAMemoryCapOnlyFullShardingRuns) {
   auto args = [&](const std::string& out, const std::string& shard) {
     return "train --text " + (*dir_ / "train.txt") + " --tokenizer " + (*dir_ / "tokenizer.model") +
-           " --shape default --seq 16 --batch 1 --grad-accum 4 --steps 2 --dtype f32 --threads 1 --mem-gb 0.045 "
+           " --shape default --seq 16 --batch 1 --grad-accum 4 --steps 2 --dtype f32 --threads 1 --mem-gb 0.036 --bucket-mb 1 "
            "--shard " + shard + " --out " + out;
   };
   const CliResult full = run(4, args(tmp_ / "full", "full"));
   ASSERT_EQ(full.code, 0) << full.err;
   const double P = Json::parse(read_text_file(tmp_ / "full/train_run.json")).at("trainable_parameters").as_number();
-  EXPECT_LT(0.045e9, 10 * P);
+  EXPECT_LT(0.036e9, 10 * P);
   for (const char* shard : {"none", "optimizer", "grads"}) {
     const CliResult r = run(4, args(tmp_ / shard, shard));
     EXPECT_NE(r.code, 0) << shard;
     EXPECT_NE(r.err.find("does not fit: needs"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("has 0.045 GB"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has 0.036 GB"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("--shard full would fit"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(tmp_ / (std::string(shard) + "/train_log.jsonl"))) << shard;
   }

@@ -108,6 +108,8 @@ int cmd_plan(int argc, char** argv) {
                       "device, none on this machine)", "", false, true},
           {"bucket-mb", "gradient bucket in MiB", "25"},
           {"mem-gb", "memory per rank at most this many GB (1e9 bytes)", "", false, true},
+          {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
+          {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
           {"inference", "plan inference instead: weights and KV cache", "", true},
           {"ctx", "inference: tokens of context per sequence", "2048"},
           {"dtype", "inference: weight type (f32, f16, bf16, q8_0, q4_k, ...)", "bf16"},
@@ -153,9 +155,20 @@ int cmd_plan(int argc, char** argv) {
   if (cpu) {
     // This machine runs the precision its CPU has (bf16 falls back to f32 without AVX512-BF16).
     o.train.precision = effective_precision(o.train.precision);
-    if (!json) std::fprintf(stderr, "measuring this machine: %s GEMM peak, read bandwidth ...\n",
-                            precision_name(o.train.precision));
-    d = this_machine(measure_this_machine(o.train.precision));
+    GP_CHECK(a.has("peak-gflops") == a.has("bandwidth-gbs"), "[plan] give both --peak-gflops and --bandwidth-gbs, or neither");
+    MachineFigures m;
+    if (a.has("peak-gflops")) {
+      m.precision = o.train.precision;
+      m.gemm_peak_gflops = a.number("peak-gflops");
+      m.memory_gbs = a.number("bandwidth-gbs");
+      m.memory_bytes = double(available_memory_bytes());
+      m.kind = FigureKind::Given;
+    } else {
+      if (!json) std::fprintf(stderr, "measuring this machine: %s GEMM peak, read bandwidth ...\n",
+                              precision_name(o.train.precision));
+      m = measure_this_machine(o.train.precision);
+    }
+    d = this_machine(m);
   } else {
     d = catalog_device(device);
   }

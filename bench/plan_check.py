@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""The planner against measurement (issue 24): over a grid of shapes x shard modes x ranks, the
+step time and memory per rank that `genperf plan` predicts for this machine beside what
+`genperf bench train` measures (under `mpirun -np N`, the machine's cores shared by the ranks:
+2 threads for 1 rank, 1 thread a rank beyond). Prints every case and the summary the issue asks
+for: step-time error (median, worst), memory error, and how often the plan's recommended mode is
+the measured fastest (or within --tie of it).
+
+The machine is measured once (GEMM peak with all threads, read bandwidth) and handed to every
+plan (--peak-gflops, --bandwidth-gbs). The planner's compute efficiency is calibrated on the
+first shape at 1 rank unsharded (measured FLOP/s over the peak) unless --efficiency is given; the
+calibration case is then excluded from the error summary.
+
+  /usr/bin/python3 bench/plan_check.py --reps 5
+Never run in CI.
+"""
+import argparse, json, os, statistics, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = [("random:default", 256, 2), ("random:default", 64, 1), ("random:110m", 128, 1)]
+MODES = ["none", "optimizer", "grads", "full"]
+RANKS = [1, 2, 4]
+
+
+def run(cmd, env):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"plan_check: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--genperf", default=os.path.join(HERE, "..", "build", "genperf"))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--efficiency", type=float, help="the planner's efficiency (default: calibrated)")
+    ap.add_argument("--tie", type=float, default=0.05, help="a mode within this of the fastest counts as fastest")
+    ap.add_argument("--json", help="also write every case here")
+    a = ap.parse_args()
+    g = a.genperf
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cores = os.cpu_count()
+
+    probe = run([g, "plan", "--model", SHAPES[0][0], "--seq", "64", "--json"], env)["device"]
+    peak = probe["peak_tflops"]["fp32"]["value"] * 1e3
+    bw = probe["memory_gbs"]["value"]
+    print(f"this machine: f32 GEMM peak {peak:.1f} GFLOP/s, read bandwidth {bw:.1f} GB/s (measured once)")
+
+    def bench(model, seq, batch, n, mode):
+        threads = max(1, cores // n)
+        cmd = [g, "bench", "train", "--model", model, "--seq", str(seq), "--batch", str(batch), "--reps", str(a.reps),
+               "--threads", str(threads), "--no-peaks", "--json", "--shard", mode]
+        if n > 1:
+            cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n)] + cmd
+        return run(cmd, env)
+
+    def plan(model, seq, batch, n, eff):
+        return run([g, "plan", "--model", model, "--seq", str(seq), "--batch", str(batch), "--ranks", str(n),
+                    "--peak-gflops", str(peak), "--bandwidth-gbs", str(bw), "--efficiency", str(eff), "--json"], env)
+
+    eff = a.efficiency
+    calib = None
+    if eff is None:
+        m, s, b = SHAPES[0]
+        r = bench(m, s, b, 1, "none")
+        eff = min(1.0, r["gflops"] / peak)
+        calib = (m, s, b, 1, "none")
+        print(f"efficiency {eff:.3f}: calibrated on {m} seq {s} batch {b}, 1 rank, unsharded ({r['gflops']:.1f} GFLOP/s)")
+
+    cases, choices = [], []
+    print(f"{'shape':28s} {'N':>2s} {'mode':10s} {'measured s':>11s} {'planned s':>10s} {'err':>7s}"
+          f" {'meas MB':>9s} {'plan MB':>9s} {'err':>7s}")
+    for model, seq, batch in SHAPES:
+        for n in RANKS:
+            p = plan(model, seq, batch, n, eff)
+            planned = {x["shard"]: x for x in p["plans"]}
+            measured = {}
+            for mode in (MODES if n > 1 else ["none"]):
+                r = bench(model, seq, batch, n, mode)
+                st = r["model_state_bytes"]
+                mem = st["total"] + r["memory"]["activations"]["total"] + st["comm_buffers"]
+                pm = planned[mode]
+                c = {"model": model, "seq": seq, "batch": batch, "ranks": n, "mode": mode,
+                     "measured_s": r["step_seconds"]["median"], "planned_s": pm["step_s"],
+                     "measured_bytes": mem, "planned_bytes": pm["memory"]["total"],
+                     "measured_state": st["total"],
+                     "planned_state": pm["memory"]["weights"] + pm["memory"]["grads"] + pm["memory"]["optimizer"]}
+                c["step_err"] = c["planned_s"] / c["measured_s"] - 1
+                c["mem_err"] = c["planned_bytes"] / c["measured_bytes"] - 1
+                c["state_err"] = c["planned_state"] / c["measured_state"] - 1
+                c["calibration"] = (model, seq, batch, n, mode) == calib
+                cases.append(c)
+                measured[mode] = c["measured_s"]
+                print(f"{model + f' s{seq} b{batch}':28s} {n:2d} {mode:10s} {c['measured_s']:11.4f} {c['planned_s']:10.4f}"
+                      f" {100 * c['step_err']:+6.1f}% {mem / 1e6:9.1f} {c['planned_bytes'] / 1e6:9.1f}"
+                      f" {100 * c['mem_err']:+6.1f}%{'  (calibration)' if c['calibration'] else ''}")
+            if n > 1:
+                rec = p["recommended"]["shard"] if p.get("recommended") else None
+                fastest = min(measured.values())
+                ok = rec is not None and measured[rec] <= fastest * (1 + a.tie)
+                choices.append(ok)
+                best = min(measured, key=measured.get)
+                print(f"{'':28s} {n:2d} planner recommends {rec}, measured fastest {best}: {'ok' if ok else 'MISS'}")
+
+    errs = [abs(c["step_err"]) for c in cases if not c["calibration"]]
+    mem = [abs(c["mem_err"]) for c in cases]
+    state = [abs(c["state_err"]) for c in cases]
+    print(f"\nstep time: |error| median {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}% "
+          f"over {len(errs)} cases (targets 10% and 20%)")
+    print(f"memory per rank (state + activations + buffers): |error| median {100 * statistics.median(mem):.1f}%, "
+          f"worst {100 * max(mem):.1f}% (target 5%)")
+    print(f"model state alone: |error| worst {100 * max(state):.2f}%")
+    print(f"fastest mode chosen: {sum(choices)} of {len(choices)} ({100 * sum(choices) / len(choices):.0f}%, target 90%;"
+          f" a mode within {100 * a.tie:.0f}% of the fastest counts)")
+    if a.json:
+        with open(a.json + ".tmp", "w") as f:
+            json.dump({"peak_gflops": peak, "bandwidth_gbs": bw, "efficiency": eff, "cases": cases}, f, indent=2)
+        os.replace(a.json + ".tmp", a.json)
+
+
+if __name__ == "__main__":
+    main()
