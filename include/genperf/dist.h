@@ -92,6 +92,10 @@ class DataParallel {
   // A full copy of a sharded state (a moment, the Full mode's parameters) on every rank, for a
   // checkpoint (collective when sharded); to resume, each rank reads [shard_begin(), + shard_size()).
   std::vector<float> gather(std::span<const float> shard);
+  // Whether the optimizer state, and whether the parameters, are split across ranks (a job of
+  // one rank shards nothing).
+  bool sharded() const { return shard_size() != counts_total(); }
+  bool params_sharded() const { return sharded() && o_.shard == ShardMode::Full; }
   // Where this rank's parameters [shard_begin(), + shard_size()) live: the model's buffer, or
   // for Full the shard of its own.
   std::span<float> param_shard();
@@ -105,6 +109,7 @@ class DataParallel {
   double step_comm_wait_s() const { return step_wait_s_; }
 
  private:
+  size_t counts_total() const { return total_; }
   void launch(size_t ready_from);  // buckets whose gradients are all at and after ready_from
   void drain(bool all);            // Grads, Full: bucket results into the shard, pages freed
   void on_params(int64_t unit, bool done, bool backward);  // Full: gather, prefetch, free
@@ -117,7 +122,7 @@ class DataParallel {
   std::unique_ptr<Communicator> own_;  // the local communicator when none is given
   Communicator* comm_ = nullptr;
   int64_t local_ = 1;
-  size_t shard_lo_ = 0, shard_hi_ = 0;
+  size_t shard_lo_ = 0, shard_hi_ = 0, total_ = 0;
   std::vector<size_t> counts_;
   std::vector<std::pair<size_t, size_t>> buckets_;  // [lo, hi), from the end of the buffer
   size_t next_bucket_ = 0;
@@ -132,6 +137,7 @@ class DataParallel {
   std::vector<std::vector<CommHandle>> gathers_;  // per unit: its gather in flight or done
   std::vector<bool> gathered_;
   size_t resident_peak_ = 0;
+  bool measured_ = false;  // the windows' peak is measured in the first step (each repeats it)
 };
 
 }  // namespace genperf

@@ -6,6 +6,7 @@
 #include <numbers>
 #include <vector>
 
+#include "genperf/dist.h"
 #include "genperf/error.h"
 #include "genperf/ops.h"
 #include "genperf/ops_train.h"
@@ -65,20 +66,9 @@ double clip_grad_norm(std::span<float> grads, double max_norm) {
 StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> micro, float lr,
                       double max_grad_norm) {
   GP_CHECK(!micro.empty(), "[train_step] needs at least one micro-batch");
-  m.zero_grad();
-  m.set_lora_step(opt.step_count());  // dropout masks from the step: reproduced on resume
-  StepResult r;
-  const float scale = 1.0f / float(micro.size());
-  for (const MicroBatch& mb : micro) {
-    r.loss += m.forward(mb.tokens, mb.targets, mb.B, mb.T);
-    m.backward(scale);
-  }
-  r.loss /= double(micro.size());
-  r.grad_norm = clip_grad_norm(m.trainable_grads(), max_grad_norm);
-  r.lr = lr;
-  const auto segments = m.trainable_segments();
-  opt.step(m.trainable_params(), m.trainable_grads(), segments, lr);
-  return r;
+  // One process's step is the data-parallel step on one rank (genperf/dist.h): one code path.
+  DataParallel one(m, {}, int64_t(micro.size()));
+  return one.step(opt, micro, lr, max_grad_norm);
 }
 
 double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T, const LoraConfig* lora) {

@@ -165,10 +165,15 @@ void Trainer::run(int64_t until, const std::string& state_path, const Callbacks&
 // state's path once every shard is complete. The manifest is the checkpoint: a run interrupted
 // while writing shards still resumes from the previous manifest, whose files are removed only
 // after the new one is in place.
-static std::string shard_path(const std::string& path, int64_t step, int rank, int ranks) {
+// The state's path without ".safetensors": its shards are <stem>.step<S>.rank<r>-of-<N>.safetensors.
+static std::string state_stem(const std::string& path) {
   const std::string ext = ".safetensors";
   const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
-  return cat(has_ext ? path.substr(0, path.size() - ext.size()) : path, ".step", step, ".rank", rank, "-of-", ranks, ext);
+  return has_ext ? path.substr(0, path.size() - ext.size()) : path;
+}
+
+static std::string shard_path(const std::string& path, int64_t step, int rank, int ranks) {
+  return cat(state_stem(path), ".step", step, ".rank", rank, "-of-", ranks, ".safetensors");
 }
 
 void Trainer::save_state(const std::string& path) {
@@ -189,8 +194,7 @@ void Trainer::save_state(const std::string& path) {
       {"model", shape_key(model_)},
       {"trainable", std::to_string(n)},
   };
-  const bool sharded = dp_.shard_size() != size_t(n);
-  if (!sharded) {  // every rank holds the whole state: rank 0 writes it
+  if (!dp_.sharded()) {  // every rank holds the whole state: rank 0 writes it
     if (dp_.rank() == 0)
       write_safetensors(path, {{"params", wrap(m.trainable_params())},
                                {"adam.m", wrap(opt.first_moment())},
@@ -199,8 +203,7 @@ void Trainer::save_state(const std::string& path) {
     return;
   }
   const size_t lo = dp_.shard_begin(), count = dp_.shard_size();
-  const std::span<float> params = dp_.options().shard == ShardMode::Full ? dp_.param_shard()
-                                                                        : m.trainable_params().subspan(lo, count);
+  const std::span<float> params = dp_.params_sharded() ? dp_.param_shard() : m.trainable_params().subspan(lo, count);
   write_safetensors(shard_path(path, step_, dp_.rank(), dp_.ranks()),
                     {{"params", wrap(params)}, {"adam.m", wrap(opt.first_moment())}, {"adam.v", wrap(opt.second_moment())}},
                     {{"format", kShardFormat}, {"step", std::to_string(step_)}, {"offset", std::to_string(lo)},
@@ -219,12 +222,10 @@ void Trainer::save_state(const std::string& path) {
   md["shards"] = Json(std::move(shards)).dump();
   write_safetensors(path, {}, md);
   // Shards of earlier states are no longer referenced.
-  const fs::path file(path);
-  const std::string stem = fs::path(shard_path(path, 0, 0, 1)).filename().string();
-  const std::string prefix = stem.substr(0, stem.find(".step0.") + 5);
-  const std::string current = cat(prefix, step_, ".");
+  const fs::path stem(state_stem(path));
+  const std::string prefix = stem.filename().string() + ".step", current = cat(prefix, step_, ".");
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(file.parent_path().empty() ? fs::path(".") : file.parent_path(), ec)) {
+  for (const auto& e : fs::directory_iterator(stem.parent_path().empty() ? fs::path(".") : stem.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) == 0 && name.rfind(current, 0) != 0) fs::remove(e.path(), ec);
   }
@@ -302,8 +303,7 @@ void Trainer::load_state(const std::string& path) {
       std::memcpy(dst.data() + (a - from), src + (a - p.offset) * sizeof(float), (b - a) * sizeof(float));
     }
   };
-  const bool params_sharded = dp_.shard_size() != size_t(n) && dp_.options().shard == ShardMode::Full;
-  if (params_sharded) {
+  if (dp_.params_sharded()) {
     copy("params", dp_.shard_begin(), dp_.param_shard());
   } else {
     copy("params", 0, model_.trainable_params());
