@@ -28,11 +28,11 @@ struct Schedule {
 
 // One training step's loss on a batch (cond, x0: [B, H, W, channels]): draws each image's step t
 // uniformly and its noise from rng (in image order), forms x_t, runs the network and returns the
-// mean squared error against the prediction target; backward: also d loss / d weights into
-// net.grads() (+=).
+// mean squared error against the prediction target; backward: also d (loss_scale loss) / d
+// weights into net.grads() (+=).
 template <typename F>
 double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x0, int64_t B, int64_t H,
-                      int64_t W, Rng& rng, bool backward = true);
+                      int64_t W, Rng& rng, bool backward = true, double loss_scale = 1);
 
 // "ddim": deterministic for eta = 0 (Song et al. 2021); "ddpm": ancestral sampling, DDIM's
 // update with eta = 1 (DDPM's posterior variance when steps = timesteps).

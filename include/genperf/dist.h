@@ -25,9 +25,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "genperf/comm.h"
@@ -60,10 +64,37 @@ struct ModelStateBytes {
   Json to_json() const;
 };
 
+// What data-parallel training needs of a model: its trainable parameters and their gradients as
+// flat f32 buffers, and two hooks: one into backward (the gradients from an offset on are final,
+// so buckets can reduce while backward goes on) and one around the reads of its parameters, which
+// come in units read as a whole (fully sharded training gathers a unit before it is read and
+// frees it after). The LLM (TrainModel) and the SR UNet (genperf/sr_train.h) are such models.
+class DistModel {
+ public:
+  virtual ~DistModel() = default;
+  virtual std::span<float> params() = 0;
+  virtual std::span<float> grads() = 0;
+  virtual std::vector<ParamSegment> segments() const = 0;
+  virtual void zero_grad() = 0;
+  // hook(offset): every gradient at and after offset is final for this backward; offsets fall
+  // to 0, the last call. Empty: no calls.
+  virtual void set_grads_ready_hook(std::function<void(size_t offset)> hook) = 0;
+  // Each unit's ranges of params(); hook(unit, false, backward) before a unit is read and
+  // hook(unit, true, backward) after. Empty: no calls.
+  virtual std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const = 0;
+  virtual void set_params_hook(std::function<void(int64_t unit, bool done, bool backward)> hook) = 0;
+  // Moves the parameters and gradients into the caller's buffers of params().size() f32, copying
+  // nothing; an undefined tensor keeps that buffer.
+  virtual void adopt_buffers(Tensor params, Tensor grads) = 0;
+  // Why the gradients and parameters may not be sharded (ShardMode::Grads, Full), or empty.
+  virtual std::string unshardable() const { return {}; }
+};
+
 class DataParallel {
  public:
   // The model must outlive this. Checks the options; grad_accum must split evenly across ranks.
-  DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum);
+  DataParallel(DistModel& m, DistOptions o, int64_t grad_accum);
+  DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum);  // the LLM
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;  // the model's hooks point at this object
   DataParallel& operator=(const DataParallel&) = delete;
@@ -88,6 +119,11 @@ class DataParallel {
   // all-gather the parameters when sharded. opt holds state for shard_size() parameters.
   // The loss is the mean over all ranks' micro-batches, the same on every rank.
   StepResult step(AdamW& opt, std::span<const MicroBatch> micro, float lr, double max_grad_norm);
+  // The same for any model: run(i, loss_scale) runs this rank's micro-batch i (0 .. local_micro()
+  // - 1), forward and backward with its loss scaled by loss_scale (grads += d(scale loss)/d
+  // params), and returns its loss.
+  using MicroStep = std::function<double(int64_t i, float loss_scale)>;
+  StepResult step(AdamW& opt, const MicroStep& run, float lr, double max_grad_norm);
 
   // A full copy of a sharded state (a moment, the Full mode's parameters) on every rank, for a
   // checkpoint (collective when sharded); to resume, each rank reads [shard_begin(), + shard_size()).
@@ -109,6 +145,7 @@ class DataParallel {
   double step_comm_wait_s() const { return step_wait_s_; }
 
  private:
+  void init(int64_t grad_accum);
   size_t counts_total() const { return total_; }
   void launch(size_t ready_from);  // buckets whose gradients are all at and after ready_from
   void drain(bool all);            // Grads, Full: bucket results into the shard, pages freed
@@ -117,7 +154,9 @@ class DataParallel {
   void note_resident();
   bool paged() const { return o_.shard == ShardMode::Grads || o_.shard == ShardMode::Full; }
 
-  TrainModel& model_;
+  std::unique_ptr<DistModel> adapter_;  // the LLM's view as a DistModel
+  TrainModel* llm_ = nullptr;
+  DistModel& model_;
   DistOptions o_;
   std::unique_ptr<Communicator> own_;  // the local communicator when none is given
   Communicator* comm_ = nullptr;
@@ -138,6 +177,38 @@ class DataParallel {
   std::vector<bool> gathered_;
   size_t resident_peak_ = 0;
   bool measured_ = false;  // the windows' peak is measured in the first step (each repeats it)
+};
+
+// A training state across ranks (the LLM's and the SR model's trainers). Unsharded, rank 0
+// writes one safetensors file at path. Sharded, each rank writes its range of every tensor to
+// <path stem>.step<S>.rank<r>-of-<N>.safetensors (atomically), then, once every shard is
+// complete (a barrier), rank 0 writes path as a manifest: the metadata and the list of shards.
+// The manifest is the checkpoint: a run interrupted while writing shards resumes from the
+// previous one, whose shards are removed only after the new manifest is in place. tensors: this
+// rank's values, [shard_begin(), + shard_size()) of each tensor when dp.sharded(), else whole.
+// Collective.
+void save_dist_state(DataParallel& dp, const std::string& path, int64_t step,
+                     const std::vector<std::pair<std::string, std::span<const float>>>& tensors,
+                     std::map<std::string, std::string> metadata);
+
+// Reads such a state on any rank count: its metadata first (for the caller's checks), then the
+// ranges of tensors each rank needs.
+class DistState {
+ public:
+  explicit DistState(const std::string& path);
+  ~DistState();
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Checks that each named tensor holds n f32 values (one file, or the manifest's shards, each
+  // of the state's step); throws naming the file otherwise.
+  void check(size_t n, const std::vector<std::string>& names, int64_t step);
+  // Values [from, from + dst.size()) of a tensor (after check).
+  void copy(const std::string& name, size_t from, std::span<float> dst) const;
+
+ private:
+  struct Piece;
+  std::string path_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<Piece> pieces_;
 };
 
 }  // namespace genperf

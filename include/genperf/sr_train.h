@@ -5,9 +5,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "genperf/diffusion.h"
+#include "genperf/dist.h"
 #include "genperf/sr.h"
 #include "genperf/unet.h"
 
@@ -23,6 +27,43 @@ struct SRTrainOptions {
   int64_t val_batches = 2;  // fixed validation batches (the same crops and noise every time)
   Degradation degradation;  // its scale must be the config's
   int64_t stop_at = -1;     // >= 0: save and stop after this step, as an interrupted run would
+  // Data parallel (genperf/dist.h): a step's batch is grad_accum micro-batches of batch /
+  // grad_accum crops, split across the ranks (grad_accum a multiple of them); each micro-batch's
+  // diffusion steps and noise come from (seed, step, micro-batch), so a run gives the same result
+  // on any rank count. The EMA is sharded with the optimizer state.
+  int64_t grad_accum = 1;
+  DistOptions dist;
+};
+
+// One rank's part of SR training: the network, data parallel over the ranks, AdamW over this
+// rank's shard and the EMA of that shard. train_sr runs it; `bench sr` times its steps.
+class SRTraining {
+ public:
+  // A network of config c initialized from seed (zero_out as UNet::init).
+  SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o);
+  // One optimizer step on the global batch, cond and x0 [batch, P, P, channels] (the same on
+  // every rank): micro-batch k takes crops [k b, (k + 1) b), b = batch / grad_accum, its
+  // diffusion steps and noise from Rng(noise_seed(k)); gradients clipped to o.clip, AdamW at lr,
+  // then the EMA with DDPM's warm-up. Returns the mean loss over the batch (every rank).
+  StepResult step(const float* cond, const float* x0, int64_t P, const std::function<uint64_t(int64_t)>& noise_seed,
+                  float lr);
+  UNet<float>& net() { return net_; }
+  DataParallel& dp() { return *dp_; }
+  AdamW& optimizer() { return opt_; }
+  std::span<float> ema_shard() { return ema_; }  // [dp().shard_begin(), + shard_size())
+  std::vector<float> ema();                      // whole, on every rank (collective)
+  std::vector<float> weights();                  // whole, on every rank (collective)
+  double last_flops() const { return flops_; }   // forward and backward FLOPs of this rank's last step
+
+ private:
+  SRTrainOptions o_;
+  UNet<float> net_;
+  std::unique_ptr<DistModel> view_;
+  std::unique_ptr<DataParallel> dp_;
+  AdamW opt_;
+  std::vector<float> ema_;
+  Schedule sched_;
+  double flops_ = 0;
 };
 
 struct SRTrainLog {

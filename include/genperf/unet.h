@@ -23,9 +23,11 @@
 // the identity.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "genperf/json.h"
@@ -102,6 +104,18 @@ class UNet {
   // dout [B, H, W, channels] of the last forward(train = true); grads() += d loss / d weights.
   void backward(const F* dout);
 
+  // For data-parallel and sharded training (genperf/dist.h's DistModel): hook(offset) during
+  // backward whenever every gradient at and after offset is final (offsets fall to 0, the last
+  // call); units of parameters read as a whole (the time MLP, conv_in, each residual block,
+  // attention, down- or up-sampling convolution, the output layers; each one range of weights()),
+  // with hook(unit, false, backward) before a unit is read and (unit, true, backward) after, in
+  // forward 0, 1, ... and in backward from the last unit down to 0. Empty hooks: no calls.
+  void set_grads_ready_hook(std::function<void(size_t offset)> hook);
+  std::vector<std::pair<size_t, size_t>> param_units() const;
+  void set_params_hook(std::function<void(int64_t unit, bool done, bool backward)> hook);
+  // Moves weights and gradients into buffers of weights().size() values the caller provides
+  // (copying nothing; an undefined tensor keeps that buffer). UNet<float> only.
+  void adopt_buffers(Tensor weights, Tensor grads);
   double last_forward_flops() const;  // matmul, convolution and attention FLOPs of the last forward
   size_t activation_bytes() const;    // activations, their gradients and saved statistics held
 

@@ -5,6 +5,7 @@
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
 #include "genperf/sr_model.h"
+#include "genperf/sr_train.h"
 #include "genperf/train.h"
 
 namespace genperf::sr {
@@ -20,6 +21,11 @@ Json SRBenchResult::to_json() const {
                       {"sample_images_per_s_per_step", sample_images_per_s},
                       {"train_gflops", train_gflops},
                       {"sample_gflops", sample_gflops},
+                      {"ranks", ranks},
+                      {"shard", shard},
+                      {"comm_bytes_per_step", comm_bytes_per_step},
+                      {"comm_wait_seconds", comm_wait_s},
+                      {"model_state_bytes", state.to_json()},
                       {"memory", Json::Object{{"weights", int64_t(weights_bytes)},
                                               {"optimizer", int64_t(optimizer_bytes)},
                                               {"activations", int64_t(activation_bytes)},
@@ -45,37 +51,44 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
         cond[i] = float(p.cond.at(y, x)), x0[i] = float(p.x0.at(y, x));
       }
 
-  UNet<float> net(c), ema(c);
-  net.init(o.seed, false);  // every layer live, as after some training
-  std::copy(net.weights().begin(), net.weights().end(), ema.weights().begin());
-  const size_t np = net.weights().size();
-  AdamW opt(np, AdamWOptions{0.9f, 0.999f, 1e-8f, 0.0f});
-  const std::vector<ParamSegment> seg = {ParamSegment{0, np, false}};
-  const Schedule s = Schedule::of(c);
-  Rng rng(o.seed);
+  // The trainer's own step (genperf/sr_train.h): data parallel and sharded under mpirun.
+  SRTrainOptions to;
+  to.batch = o.batch, to.crop = o.size, to.clip = 1.0, to.ema = 0.999;
+  to.dist = o.dist;
+  Communicator& comm = o.dist.comm ? *o.dist.comm : world();
+  to.dist.comm = &comm;
+  to.grad_accum = o.grad_accum > 0 ? o.grad_accum : comm.size();
+  SRTraining t(c, o.seed, false, to);  // every layer live, as after some training
+  DataParallel& dp = t.dp();
   SRBenchResult r;
-  r.batch = o.batch, r.size = o.size, r.parameters = np;
+  r.batch = o.batch, r.size = o.size, r.parameters = t.net().weights().size();
+  r.ranks = comm.size(), r.shard = shard_mode_name(o.dist.shard);
+  int64_t k = 0;
   r.train_step = measure(
       [&] {
-        net.zero_grad();
-        diffusion_loss(net, s, cond.data(), x0.data(), o.batch, o.size, o.size, rng);
-        clip_grad_norm(net.grads(), 1.0);
-        opt.step(net.weights(), net.grads(), seg, 1e-5f);
-        std::span<float> w = net.weights(), e = ema.weights();
-        for (size_t i = 0; i < np; ++i) e[i] = 0.999f * e[i] + 0.001f * w[i];
+        t.step(cond.data(), x0.data(), o.size, [&](int64_t m) { return o.seed + uint64_t(1000 * k + m); }, 1e-5f);
+        ++k;
       },
       o.warmup, o.reps);
-  r.forward_flops = net.last_forward_flops();
-  r.activation_bytes = net.activation_bytes();
-  std::vector<float> input(static_cast<size_t>(2 * n)), t(static_cast<size_t>(o.batch), 500.f);
+  r.forward_flops = t.last_flops() / 3 * double(comm.size());
+  r.activation_bytes = t.net().activation_bytes();
+  r.state = dp.model_state(t.optimizer());
+  r.comm_bytes_per_step = dp.step_comm_bytes();
+  r.comm_wait_s = dp.step_comm_wait_s();
+  // The sampler's step: a forward of the EMA weights on the whole batch (on every rank).
+  UNet<float> ema(c);
+  const std::vector<float> w = t.ema();
+  std::copy(w.begin(), w.end(), ema.weights().begin());
+  std::vector<float> input(static_cast<size_t>(2 * n)), ts(static_cast<size_t>(o.batch), 500.f);
   std::copy(x0.begin(), x0.end(), input.begin());
-  r.sample_step = measure([&] { ema.forward(input.data(), t.data(), o.batch, o.size, o.size, false); }, o.warmup, o.reps);
+  r.sample_step = measure([&] { ema.forward(input.data(), ts.data(), o.batch, o.size, o.size, false); }, o.warmup, o.reps);
+  const double sample_flops = ema.last_forward_flops();
   r.train_images_per_s = double(o.batch) / r.train_step.median;
   r.sample_images_per_s = double(o.batch) / r.sample_step.median;
-  r.train_gflops = 3 * r.forward_flops / r.train_step.median / 1e9;
-  r.sample_gflops = r.forward_flops / r.sample_step.median / 1e9;
-  r.weights_bytes = 2 * np * sizeof(float);  // weights and their EMA
-  r.optimizer_bytes = opt.state_bytes() + np * sizeof(float);  // moments and gradients
+  r.train_gflops = t.last_flops() / r.train_step.median / 1e9;
+  r.sample_gflops = sample_flops / r.sample_step.median / 1e9;
+  r.weights_bytes = r.state.params + t.ema_shard().size() * sizeof(float);
+  r.optimizer_bytes = r.state.optimizer + r.state.grads;
   r.peak_rss = peak_rss_bytes();
   return r;
 }

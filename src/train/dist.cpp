@@ -8,10 +8,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "genperf/dist.h"
 #include "genperf/error.h"
+#include "genperf/json.h"
 #include "genperf/ops_train.h"
+#include "io/safetensors.h"
 
 namespace genperf {
 
@@ -93,7 +96,40 @@ Json ModelStateBytes::to_json() const {
                       {"comm_buffers", int64_t(comm_buffers)}};
 }
 
-DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum) : model_(m), o_(o) {
+namespace {
+
+// The LLM as data-parallel training sees it: its trainable buffers (LoRA's adapters when on).
+class LlamaDist final : public DistModel {
+ public:
+  explicit LlamaDist(TrainModel& m) : m_(m) {}
+  std::span<float> params() override { return m_.trainable_params(); }
+  std::span<float> grads() override { return m_.trainable_grads(); }
+  std::vector<ParamSegment> segments() const override { return m_.trainable_segments(); }
+  void zero_grad() override { m_.zero_grad(); }
+  void set_grads_ready_hook(std::function<void(size_t)> hook) override { m_.set_grads_ready_hook(std::move(hook)); }
+  std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const override { return m_.param_units(); }
+  void set_params_hook(std::function<void(int64_t, bool, bool)> hook) override { m_.set_params_hook(std::move(hook)); }
+  void adopt_buffers(Tensor params, Tensor grads) override { m_.adopt_buffers(std::move(params), std::move(grads)); }
+  std::string unshardable() const override {
+    return m_.lora_enabled() ? "needs full training: LoRA's adapters are small enough for --shard none or optimizer"
+                             : "";
+  }
+
+ private:
+  TrainModel& m_;
+};
+
+}  // namespace
+
+DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum)
+    : adapter_(std::make_unique<LlamaDist>(m)), llm_(&m), model_(*adapter_), o_(o) {
+  init(grad_accum);
+}
+
+DataParallel::DataParallel(DistModel& m, DistOptions o, int64_t grad_accum) : model_(m), o_(o) { init(grad_accum); }
+
+void DataParallel::init(int64_t grad_accum) {
+  DistModel& m = model_;
   if (!o_.comm) own_ = make_local_comm();
   comm_ = o_.comm ? o_.comm : own_.get();
   const int64_t n = comm_->size();
@@ -102,7 +138,7 @@ DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum) : m
   GP_CHECK(o_.bucket_bytes >= sizeof(float), "[train] the gradient bucket must hold at least one value");
   local_ = grad_accum / n;
 
-  const size_t P = m.trainable_params().size();
+  const size_t P = m.params().size();
   total_ = P;
   counts_.assign(size_t(n), 0);
   if (o_.shard == ShardMode::None || n == 1) {
@@ -124,12 +160,12 @@ DataParallel::DataParallel(TrainModel& m, DistOptions o, int64_t grad_accum) : m
     hi = lo;
   }
   if (!paged() || n == 1) return;
-  GP_CHECK(!m.lora_enabled(), "[train] --shard ", shard_mode_name(o_.shard), " needs full training: LoRA's adapters ",
-           "are small enough for --shard none or optimizer");
+  const std::string why = m.unshardable();
+  GP_CHECK(why.empty(), "[train] --shard ", shard_mode_name(o_.shard), " ", why);
   grad_shard_.assign(shard_size(), 0.0f);
   grad_window_ = paged_zeros(P);
   if (o_.shard == ShardMode::Full) {
-    const std::span<const float> p = m.trainable_params().subspan(shard_lo_, shard_size());
+    const std::span<const float> p = m.params().subspan(shard_lo_, shard_size());
     param_shard_.assign(p.begin(), p.end());
     param_window_ = paged_zeros(P);
     units_ = m.param_units();
@@ -146,7 +182,7 @@ DataParallel::~DataParallel() {
 
 std::span<float> DataParallel::param_shard() {
   if (params_sharded()) return param_shard_;
-  return model_.trainable_params().subspan(shard_lo_, shard_size());
+  return model_.params().subspan(shard_lo_, shard_size());
 }
 
 void DataParallel::note_resident() {
@@ -214,7 +250,7 @@ void DataParallel::drain(bool all) {
 }
 
 void DataParallel::launch(size_t ready_from) {
-  float* g = model_.trainable_grads().data();
+  float* g = model_.grads().data();
   const bool sharded = o_.shard != ShardMode::None && ranks() > 1;
   for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].first >= ready_from; ++next_bucket_) {
     const auto [lo, hi] = buckets_[next_bucket_];
@@ -232,12 +268,27 @@ void DataParallel::launch(size_t ready_from) {
 }
 
 StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, float lr, double max_grad_norm) {
+  GP_CHECK(llm_, "[train] internal: a step of micro-batches of tokens for a model that is not the LLM");
   GP_CHECK(int64_t(micro.size()) == local_, "[train] rank ", rank(), " was given ", micro.size(),
            " micro-batches for a step of ", local_);
+  TrainModel& m = *llm_;
+  m.set_lora_step(opt.step_count(), first_micro());  // dropout masks from the step: reproduced on resume
+  return step(
+      opt,
+      [&](int64_t i, float scale) {
+        const MicroBatch& mb = micro[size_t(i)];
+        const double loss = m.forward(mb.tokens, mb.targets, mb.B, mb.T);
+        m.backward(scale);
+        return loss;
+      },
+      lr, max_grad_norm);
+}
+
+StepResult DataParallel::step(AdamW& opt, const MicroStep& run, float lr, double max_grad_norm) {
   GP_CHECK(opt.first_moment().size() == shard_size(), "[train] the optimizer holds ", opt.first_moment().size(),
            " parameters, this rank's shard ", shard_size());
   const double bytes0 = comm_->stats().bytes, wait0 = comm_->stats().wait_s;
-  TrainModel& m = model_;
+  DistModel& m = model_;
   const bool window = paged() && ranks() > 1;
   // The gradient window reads as zeros once every bucket of a backward is drained; a params
   // window gathered whole for export is given back.
@@ -250,20 +301,17 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
         on_params(int64_t(u), true, false);
       }
   }
-  m.set_lora_step(opt.step_count(), first_micro());  // dropout masks from the step: reproduced on resume
   const double count = double(local_) * double(ranks());
   double loss = 0;
-  for (size_t i = 0; i < micro.size(); ++i) {
-    const MicroBatch& mb = micro[i];
-    loss += m.forward(mb.tokens, mb.targets, mb.B, mb.T);
+  for (int64_t i = 0; i < local_; ++i) {
     // Buckets are reduced during the last backward only (earlier ones accumulate locally), or,
     // with the gradients sharded, during every backward (the window holds one at a time).
-    const bool last = i + 1 == micro.size();
+    const bool last = i + 1 == local_;
     pending_.clear();
     next_bucket_ = drained_ = 0;
-    freed_from_ = round_up(m.trainable_grads().size(), page_floats());
+    freed_from_ = round_up(m.grads().size(), page_floats());
     if ((last || window) && o_.overlap) m.set_grads_ready_hook([this](size_t from) { launch(from); });
-    m.backward(float(1.0 / count));
+    loss += run(i, float(1.0 / count));
     m.set_grads_ready_hook(nullptr);
     if (last || window) launch(0);
     if (window) drain(true);
@@ -276,7 +324,7 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
   comm_->all_reduce(sum, 1).wait();
   r.loss = sum[0] / count;
   r.lr = lr;
-  const std::span<float> grads = m.trainable_grads(), params = m.trainable_params();
+  const std::span<float> grads = m.grads(), params = m.params();
   const std::span<float> g = window ? std::span<float>(grad_shard_) : grads.subspan(shard_lo_, shard_size());
   const std::span<float> p = param_shard();
   if (!sharded()) {
@@ -292,7 +340,7 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
   }
   // The shard's segments, rebased to its start.
   std::vector<ParamSegment> segs;
-  for (const ParamSegment& s : m.trainable_segments()) {
+  for (const ParamSegment& s : m.segments()) {
     const size_t a = std::max(s.offset, shard_lo_), b = std::min(s.offset + s.count, shard_hi_);
     if (b > a) segs.push_back({a - shard_lo_, b - a, s.decay});
   }
@@ -309,7 +357,7 @@ StepResult DataParallel::step(AdamW& opt, std::span<const MicroBatch> micro, flo
 
 std::vector<float> DataParallel::gather(std::span<const float> shard) {
   GP_CHECK(shard.size() == shard_size(), "[train] gather of ", shard.size(), " values from a shard of ", shard_size());
-  std::vector<float> full(model_.trainable_params().size());
+  std::vector<float> full(model_.params().size());
   std::copy(shard.begin(), shard.end(), full.begin() + ptrdiff_t(shard_lo_));
   if (shard_size() != full.size()) comm_->all_gather(full.data(), counts_).wait();
   return full;
@@ -318,11 +366,133 @@ std::vector<float> DataParallel::gather(std::span<const float> shard) {
 ModelStateBytes DataParallel::model_state(const AdamW& opt) const {
   ModelStateBytes b;
   const bool window = paged() && ranks() > 1;
-  b.params = (params_sharded() ? shard_size() : model_.trainable_params().size()) * sizeof(float);
-  b.grads = (window ? shard_size() : model_.trainable_grads().size()) * sizeof(float);
+  b.params = (params_sharded() ? shard_size() : model_.params().size()) * sizeof(float);
+  b.grads = (window ? shard_size() : model_.grads().size()) * sizeof(float);
   b.optimizer = opt.state_bytes();
   b.comm_buffers = resident_peak_;
   return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training states across ranks
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kShardFormat = "genperf-train-state-shard";
+
+// The state's path without ".safetensors": its shards are <stem>.step<S>.rank<r>-of-<N>.safetensors.
+std::string state_stem(const std::string& path) {
+  const std::string ext = ".safetensors";
+  const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return has_ext ? path.substr(0, path.size() - ext.size()) : path;
+}
+
+std::string shard_path(const std::string& path, int64_t step, int rank, int ranks) {
+  return cat(state_stem(path), ".step", step, ".rank", rank, "-of-", ranks, ".safetensors");
+}
+
+}  // namespace
+
+void save_dist_state(DataParallel& dp, const std::string& path, int64_t step,
+                     const std::vector<std::pair<std::string, std::span<const float>>>& tensors,
+                     std::map<std::string, std::string> metadata) {
+  auto wrap = [](std::span<const float> s) {
+    return Tensor::wrap(const_cast<float*>(s.data()), {int64_t(s.size())}, DType::F32, nullptr);
+  };
+  std::vector<std::pair<std::string, Tensor>> mine;
+  for (const auto& [name, values] : tensors) mine.emplace_back(name, wrap(values));
+  if (!dp.sharded()) {  // every rank holds the whole state: rank 0 writes it
+    if (dp.rank() == 0) write_safetensors(path, mine, metadata);
+    return;
+  }
+  const size_t lo = dp.shard_begin(), count = dp.shard_size();
+  for (const auto& [name, values] : tensors)
+    GP_CHECK(values.size() == count, "[train] internal: ", name, " has ", values.size(), " values of a shard of ", count);
+  write_safetensors(shard_path(path, step, dp.rank(), dp.ranks()), mine,
+                    {{"format", kShardFormat}, {"step", std::to_string(step)}, {"offset", std::to_string(lo)},
+                     {"count", std::to_string(count)}});
+  dp.comm().barrier();  // every shard is complete
+  if (dp.rank() != 0) return;
+  Json::Array shards;
+  size_t offset = 0;
+  for (int r = 0; r < dp.ranks(); ++r) {
+    const size_t c = dp.shard_counts()[size_t(r)];
+    shards.push_back(Json::Object{{"file", fs::path(shard_path(path, step, r, dp.ranks())).filename().string()},
+                                  {"offset", int64_t(offset)},
+                                  {"count", int64_t(c)}});
+    offset += c;
+  }
+  metadata["shards"] = Json(std::move(shards)).dump();
+  write_safetensors(path, {}, metadata);
+  // Shards of earlier states are no longer referenced.
+  const fs::path stem(state_stem(path));
+  const std::string prefix = stem.filename().string() + ".step", current = cat(prefix, step, ".");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(stem.parent_path().empty() ? fs::path(".") : stem.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.rfind(current, 0) != 0) fs::remove(e.path(), ec);
+  }
+}
+
+struct DistState::Piece {
+  std::string file;
+  size_t offset = 0, count = 0;
+  std::shared_ptr<SafetensorsFile> data;
+};
+
+DistState::DistState(const std::string& path) : path_(path) {
+  auto f = std::make_shared<SafetensorsFile>(read_safetensors(path));
+  metadata_ = f->metadata;
+  pieces_.push_back({path, 0, 0, std::move(f)});
+}
+
+DistState::~DistState() = default;
+
+void DistState::check(size_t n, const std::vector<std::string>& names, int64_t step) {
+  auto it = metadata_.find("shards");
+  if (it == metadata_.end()) {
+    pieces_.resize(1);
+    pieces_[0].count = n;
+  } else {
+    // The shards the manifest lists, each checked against it, must cover [0, n) in order.
+    std::vector<Piece> pieces;
+    const Json list = Json::parse(it->second, path_);
+    size_t expect = 0;
+    for (const Json& e : list.as_array()) {
+      Piece p{(fs::path(path_).parent_path() / e.at("file").as_string()).string(), size_t(e.at("offset").as_int()),
+              size_t(e.at("count").as_int()), nullptr};
+      GP_CHECK(p.offset == expect, "[train] ", path_, ": shard ", p.file, " starts at ", p.offset, ", expected ", expect);
+      expect += p.count;
+      GP_CHECK(fs::exists(p.file), "[train] ", path_, ": its shard ", p.file, " is missing");
+      p.data = std::make_shared<SafetensorsFile>(read_safetensors(p.file));
+      auto& md = p.data->metadata;
+      GP_CHECK(md["format"] == kShardFormat && md["step"] == std::to_string(step) &&
+                   md["offset"] == std::to_string(p.offset) && md["count"] == std::to_string(p.count),
+               "[train] ", p.file, ": not the shard the manifest ", path_, " lists (step ", step, ", values ", p.offset,
+               " + ", p.count, ")");
+      pieces.push_back(std::move(p));
+    }
+    GP_CHECK(expect == n, "[train] ", path_, ": its shards hold ", expect, " values of ", n);
+    pieces_ = std::move(pieces);
+  }
+  for (const Piece& p : pieces_)
+    for (const std::string& name : names) {
+      auto t = p.data->tensors.find(name);
+      GP_CHECK(t != p.data->tensors.end(), "[train] ", p.file, ": missing tensor '", name, "'");
+      GP_CHECK(t->second.dtype() == DType::F32 && t->second.numel() == int64_t(p.count), "[train] ", p.file,
+               ": tensor '", name, "' is ", t->second.describe(), ", expected f32 [", p.count, "]");
+    }
+}
+
+// Byte copies: the files' tensors need not be aligned.
+void DistState::copy(const std::string& name, size_t from, std::span<float> dst) const {
+  for (const Piece& p : pieces_) {
+    const size_t a = std::max(from, p.offset), b = std::min(from + dst.size(), p.offset + p.count);
+    if (b <= a) continue;
+    const char* src = static_cast<const char*>(p.data->tensors.at(name).raw());
+    std::memcpy(dst.data() + (a - from), src + (a - p.offset) * sizeof(float), (b - a) * sizeof(float));
+  }
 }
 
 }  // namespace genperf

@@ -9,13 +9,13 @@
 #include <utility>
 
 #include "genperf/diffusion.h"
+#include "genperf/dist.h"
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/json.h"
 #include "genperf/sr_model.h"
 #include "genperf/sr_train.h"
 #include "genperf/train.h"
-#include "io/safetensors.h"
 
 namespace genperf::sr {
 namespace {
@@ -76,29 +76,79 @@ std::vector<TrainingPair> pairs_of(const std::vector<Map>& maps, const UNetConfi
   return pairs;
 }
 
-Tensor vec(std::span<const float> v) {
-  Tensor t = Tensor::zeros({int64_t(v.size())}, DType::F32);
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
-
-void load_vec(const SafetensorsFile& f, const std::string& name, std::span<float> out, const std::string& path) {
-  const auto it = f.tensors.find(name);
-  GP_CHECK(it != f.tensors.end() && it->second.dtype() == DType::F32 && it->second.numel() == int64_t(out.size()),
-           "[sr train] ", path, ": tensor ", name, " is missing or not f32[", out.size(), "]");
-  std::copy_n(it->second.data<float>(), out.size(), out.data());
-}
-
 std::string options_key(const UNetConfig& c, const SRTrainOptions& o) {
   // What must not change across a resume (steps may grow).
   Json j = unet_config_json(c);
   j["batch"] = o.batch, j["crop"] = o.crop, j["lr"] = double(o.lr), j["min_lr"] = double(o.min_lr);
   j["warmup"] = o.warmup, j["clip"] = o.clip, j["weight_decay"] = o.weight_decay, j["ema"] = o.ema;
   j["seed"] = std::to_string(o.seed), j["blur"] = o.degradation.blur_sigma, j["noise"] = o.degradation.noise;
+  j["grad_accum"] = o.grad_accum;  // the micro-batches draw the noise (the rank count may change)
   return j.dump();
 }
 
+// The UNet as data-parallel training sees it.
+class UNetDist final : public DistModel {
+ public:
+  explicit UNetDist(UNet<float>& n) : n_(n) {}
+  std::span<float> params() override { return n_.weights(); }
+  std::span<float> grads() override { return n_.grads(); }
+  std::vector<ParamSegment> segments() const override { return segments_; }
+  void zero_grad() override { n_.zero_grad(); }
+  void set_grads_ready_hook(std::function<void(size_t)> hook) override { n_.set_grads_ready_hook(std::move(hook)); }
+  std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const override {
+    std::vector<std::vector<std::pair<size_t, size_t>>> units;
+    for (const auto& r : n_.param_units()) units.push_back({r});
+    return units;
+  }
+  void set_params_hook(std::function<void(int64_t, bool, bool)> hook) override { n_.set_params_hook(std::move(hook)); }
+  void adopt_buffers(Tensor params, Tensor grads) override { n_.adopt_buffers(std::move(params), std::move(grads)); }
+  void set_decay(bool decay) { segments_ = {ParamSegment{0, n_.weights().size(), decay}}; }
+
+ private:
+  UNet<float>& n_;
+  std::vector<ParamSegment> segments_;
+};
+
 }  // namespace
+
+SRTraining::SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o)
+    : o_(o), net_(c), opt_(0), sched_(Schedule::of(c)) {
+  GP_CHECK(o.grad_accum >= 1 && o.batch % o.grad_accum == 0, "[sr train] --grad-accum ", o.grad_accum,
+           " does not divide the batch of ", o.batch, " crops");
+  net_.init(seed, zero_out);
+  auto view = std::make_unique<UNetDist>(net_);
+  view->set_decay(o.weight_decay > 0);
+  view_ = std::move(view);
+  dp_ = std::make_unique<DataParallel>(*view_, o.dist, o.grad_accum);
+  opt_ = AdamW(dp_->shard_size(), AdamWOptions{0.9f, 0.999f, 1e-8f, float(o.weight_decay)});
+  const std::span<const float> p = dp_->param_shard();
+  ema_.assign(p.begin(), p.end());
+}
+
+StepResult SRTraining::step(const float* cond, const float* x0, int64_t P,
+                            const std::function<uint64_t(int64_t)>& noise_seed, float lr) {
+  const int64_t b = o_.batch / o_.grad_accum, per = P * P * net_.config().channels;
+  flops_ = 0;
+  const StepResult r = dp_->step(
+      opt_,
+      [&](int64_t i, float scale) {
+        const int64_t k = dp_->first_micro() + i;  // the micro-batch's index in the step
+        Rng rng(noise_seed(k));
+        const double loss = diffusion_loss(net_, sched_, cond + k * b * per, x0 + k * b * per, b, P, P, rng, true, scale);
+        flops_ += 3 * net_.last_forward_flops();
+        return loss;
+      },
+      lr, o_.clip);
+  // EMA with DDPM's warm-up, decay min(ema, (1 + k) / (10 + k)) after optimizer step k.
+  const double k = double(opt_.step_count() - 1);
+  const float e = float(std::min(o_.ema, (1 + k) / (10 + k)));
+  const std::span<const float> p = dp_->param_shard();
+  for (size_t i = 0; i < ema_.size(); ++i) ema_[i] = e * ema_[i] + (1 - e) * p[i];
+  return r;
+}
+
+std::vector<float> SRTraining::ema() { return dp_->gather(ema_); }
+std::vector<float> SRTraining::weights() { return dp_->gather(dp_->param_shard()); }
 
 void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map>& val, const SRTrainOptions& o,
               const std::string& out_dir, bool resume, const std::function<void(const SRTrainLog&)>& on_log) {
@@ -109,7 +159,10 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   GP_CHECK(d.scale == c.scale, "[sr train] degradation by ", d.scale, " for a model of scale ", c.scale);
   const int64_t align = std::lcm(c.scale, c.multiple());
   GP_CHECK(o.crop > 0 && o.crop % align == 0, "[sr train] crop ", o.crop, ": expected a positive multiple of ", align);
-  std::filesystem::create_directories(out_dir);
+  Communicator& comm = o.dist.comm ? *o.dist.comm : world();
+  const bool lead = comm.rank() == 0;  // writes the shared files
+  if (lead) std::filesystem::create_directories(out_dir);
+  comm.barrier();
   const std::string state_path = out_dir + "/state.safetensors", log_path = out_dir + "/log.jsonl";
   const bool resuming = resume && std::filesystem::exists(state_path);
   if (resuming) {
@@ -136,75 +189,93 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   std::unique_ptr<Crops> val_crops;
   if (!val_pairs.empty()) val_crops = std::make_unique<Crops>(val_pairs, o.crop, align);
 
-  UNet<float> net(c), ema(c);
-  net.init(o.seed);
-  const size_t n = net.weights().size();
-  AdamW opt(n, AdamWOptions{0.9f, 0.999f, 1e-8f, float(o.weight_decay)});
-  const std::vector<ParamSegment> segments = {ParamSegment{0, n, o.weight_decay > 0}};
-  std::copy(net.weights().begin(), net.weights().end(), ema.weights().begin());
+  SRTrainOptions oo = o;
+  oo.dist.comm = &comm;
+  SRTraining t(c, o.seed, true, oo);
+  DataParallel& dp = t.dp();
+  const size_t n = t.net().weights().size();
   int64_t step = 0;
   if (resuming) {
-    const SafetensorsFile f = read_safetensors(state_path);
-    const auto key = f.metadata.find("genperf.sr.options");
-    GP_CHECK(key != f.metadata.end() && key->second == options_key(c, o), "[sr train] ", state_path,
+    DistState st(state_path);
+    const auto& md = st.metadata();
+    const auto key = md.find("genperf.sr.options");
+    GP_CHECK(key != md.end() && key->second == options_key(c, o), "[sr train] ", state_path,
              ": written by a run of another config or options; resume with the same ones");
-    load_vec(f, "weights", net.weights(), state_path);
-    load_vec(f, "ema", ema.weights(), state_path);
-    load_vec(f, "adam.m", opt.first_moment(), state_path);
-    load_vec(f, "adam.v", opt.second_moment(), state_path);
-    step = std::stoll(f.metadata.at("genperf.sr.step"));
-    opt.set_step_count(step);
+    const auto at = md.find("genperf.sr.step");
+    GP_CHECK(at != md.end(), "[sr train] ", state_path, ": no step in its metadata");
+    step = std::stoll(at->second);
+    st.check(n, {"weights", "ema", "adam.m", "adam.v"}, step);
+    if (dp.params_sharded()) {
+      st.copy("weights", dp.shard_begin(), dp.param_shard());
+    } else {
+      st.copy("weights", 0, t.net().weights());
+    }
+    st.copy("ema", dp.shard_begin(), t.ema_shard());
+    st.copy("adam.m", dp.shard_begin(), t.optimizer().first_moment());
+    st.copy("adam.v", dp.shard_begin(), t.optimizer().second_moment());
+    t.optimizer().set_step_count(step);
     // Keep the log up to the state's step.
-    std::ifstream in(log_path);
-    std::string line, kept;
-    while (std::getline(in, line))
-      if (!line.empty() && Json::parse(line, log_path).at("step").as_int() <= step) kept += line + "\n";
-    write_file_atomic(log_path, kept);
-  } else {
+    if (lead) {
+      std::ifstream in(log_path);
+      std::string line, kept;
+      while (std::getline(in, line))
+        if (!line.empty() && Json::parse(line, log_path).at("step").as_int() <= step) kept += line + "\n";
+      write_file_atomic(log_path, kept);
+    }
+  } else if (lead) {
     write_file_atomic(log_path, "");
   }
 
-  const Schedule sched = Schedule::of(c);
   const LrSchedule lrs{o.lr, o.min_lr, o.warmup, o.steps};
-  auto save = [&] {
-    save_sr_model(out_dir + "/model", ema);
-    const std::map<std::string, std::string> meta = {{"genperf.sr.step", std::to_string(step)},
-                                                     {"genperf.sr.options", options_key(c, o)}};
-    write_safetensors(state_path,
-                      {{"weights", vec(net.weights())}, {"ema", vec(ema.weights())},
-                       {"adam.m", vec(opt.first_moment())}, {"adam.v", vec(opt.second_moment())}},
-                      meta);
+  // The EMA model, whole on every rank (a collective), for validation and the saved model.
+  auto ema_net = [&] {
+    UNet<float> e(c);
+    const std::vector<float> w = t.ema();
+    std::copy(w.begin(), w.end(), e.weights().begin());
+    return e;
   };
+  auto save = [&] {
+    UNet<float> e = ema_net();
+    if (lead) save_sr_model(out_dir + "/model", e);
+    const std::span<const float> w = dp.params_sharded()
+                                         ? std::span<const float>(dp.param_shard())
+                                         : (dp.sharded() ? std::span<const float>(t.net().weights()).subspan(dp.shard_begin(), dp.shard_size())
+                                                         : std::span<const float>(t.net().weights()));
+    save_dist_state(dp, state_path, step,
+                    {{"weights", w}, {"ema", t.ema_shard()}, {"adam.m", t.optimizer().first_moment()},
+                     {"adam.v", t.optimizer().second_moment()}},
+                    {{"genperf.sr.step", std::to_string(step)}, {"genperf.sr.options", options_key(c, o)}});
+  };
+  // Fixed validation batches, split across the ranks (each batch's loss is the same on any).
   auto val_loss = [&]() -> double {
     if (!val_crops) return -1;
+    UNet<float> e = ema_net();
+    const Schedule sched = Schedule::of(c);
     std::vector<float> cond, x0;
-    double l = 0;
-    for (int64_t k = 0; k < o.val_batches; ++k) {
+    double l[1] = {0};
+    for (int64_t k = comm.rank(); k < o.val_batches; k += comm.size()) {
       Rng rng(step_seed(o.seed, -1 - k, 7));
       val_crops->draw(rng, o.batch, cond, x0);
-      l += diffusion_loss(ema, sched, cond.data(), x0.data(), o.batch, o.crop, o.crop, rng, false);
+      l[0] += diffusion_loss(e, sched, cond.data(), x0.data(), o.batch, o.crop, o.crop, rng, false);
     }
-    return l / double(o.val_batches);
+    comm.all_reduce(l, 1).wait();
+    return l[0] / double(o.val_batches);
   };
 
   std::vector<float> cond, x0;
   double loss_sum = 0, flops = 0, gnorm = 0;
   int64_t logged = step;
   auto t0 = std::chrono::steady_clock::now();
-  std::ofstream log(log_path, std::ios::app);
+  std::ofstream log;
+  if (lead) log.open(log_path, std::ios::app);
   while (step < o.steps) {
     Rng rng(step_seed(o.seed, step, 1));
     crops.draw(rng, o.batch, cond, x0);
-    net.zero_grad();
-    loss_sum += diffusion_loss(net, sched, cond.data(), x0.data(), o.batch, o.crop, o.crop, rng);
-    flops += 3 * net.last_forward_flops();
-    gnorm = clip_grad_norm(net.grads(), o.clip);
     const float lr = lrs.at(step);
-    opt.step(net.weights(), net.grads(), segments, lr);
-    // EMA with DDPM's warm-up: decay min(ema, (1 + k) / (10 + k)).
-    const float e = float(std::min(o.ema, double(1 + step) / double(10 + step)));
-    std::span<float> w = net.weights(), ew = ema.weights();
-    for (size_t i = 0; i < n; ++i) ew[i] = e * ew[i] + (1 - e) * w[i];
+    const StepResult r =
+        t.step(cond.data(), x0.data(), o.crop, [&](int64_t k) { return step_seed(o.seed, step, 2 + uint64_t(k)); }, lr);
+    loss_sum += r.loss, gnorm = r.grad_norm;
+    flops += t.last_flops() * double(comm.size());
     ++step;
     if (step % o.log_every == 0 || step == o.steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -215,7 +286,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
       Json j = Json::Object{};
       j["step"] = step, j["loss"] = l.loss, j["val_loss"] = l.val_loss, j["lr"] = l.lr;
       j["grad_norm"] = l.grad_norm, j["images_per_s"] = l.images_per_s;
-      log << j.dump() << "\n" << std::flush;
+      if (lead) log << j.dump() << "\n" << std::flush;
       if (on_log) on_log(l);
       loss_sum = flops = 0, logged = step;
       t0 = std::chrono::steady_clock::now();

@@ -17,7 +17,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kStateFormat = "genperf-train-state";
 constexpr const char* kStateVersion = "1";
-constexpr const char* kShardFormat = "genperf-train-state-shard";
 
 uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -160,27 +159,8 @@ void Trainer::run(int64_t until, const std::string& state_path, const Callbacks&
   }
 }
 
-// A sharded run's state: each rank writes its range of the parameters and moments to a file of
-// its own (named by step and rank, written atomically), then rank 0 writes the manifest at the
-// state's path once every shard is complete. The manifest is the checkpoint: a run interrupted
-// while writing shards still resumes from the previous manifest, whose files are removed only
-// after the new one is in place.
-// The state's path without ".safetensors": its shards are <stem>.step<S>.rank<r>-of-<N>.safetensors.
-static std::string state_stem(const std::string& path) {
-  const std::string ext = ".safetensors";
-  const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
-  return has_ext ? path.substr(0, path.size() - ext.size()) : path;
-}
-
-static std::string shard_path(const std::string& path, int64_t step, int rank, int ranks) {
-  return cat(state_stem(path), ".step", step, ".rank", rank, "-of-", ranks, ".safetensors");
-}
-
 void Trainer::save_state(const std::string& path) {
   TrainModel& m = model_;
-  AdamW& opt = opt_;
-  const int64_t n = int64_t(m.trainable_params().size());
-  auto wrap = [](std::span<float> s) { return Tensor::wrap(s.data(), {int64_t(s.size())}, DType::F32, nullptr); };
   const DataPosition pos = loader_.position();
   std::map<std::string, std::string> md = {
       {"format", kStateFormat},
@@ -192,48 +172,21 @@ void Trainer::save_state(const std::string& path) {
       {"data_seed", std::to_string(config_.seed)},
       {"data_fingerprint", std::to_string(data_fingerprint(train_))},
       {"model", shape_key(model_)},
-      {"trainable", std::to_string(n)},
+      {"trainable", std::to_string(m.trainable_params().size())},
   };
-  if (!dp_.sharded()) {  // every rank holds the whole state: rank 0 writes it
-    if (dp_.rank() == 0)
-      write_safetensors(path, {{"params", wrap(m.trainable_params())},
-                               {"adam.m", wrap(opt.first_moment())},
-                               {"adam.v", wrap(opt.second_moment())}},
-                        md);
-    return;
-  }
-  const size_t lo = dp_.shard_begin(), count = dp_.shard_size();
-  const std::span<float> params = dp_.params_sharded() ? dp_.param_shard() : m.trainable_params().subspan(lo, count);
-  write_safetensors(shard_path(path, step_, dp_.rank(), dp_.ranks()),
-                    {{"params", wrap(params)}, {"adam.m", wrap(opt.first_moment())}, {"adam.v", wrap(opt.second_moment())}},
-                    {{"format", kShardFormat}, {"step", std::to_string(step_)}, {"offset", std::to_string(lo)},
-                     {"count", std::to_string(count)}});
-  dp_.comm().barrier();  // every shard is complete
-  if (dp_.rank() != 0) return;
-  Json::Array shards;
-  size_t offset = 0;
-  for (int r = 0; r < dp_.ranks(); ++r) {
-    const size_t c = dp_.shard_counts()[size_t(r)];
-    shards.push_back(Json::Object{{"file", fs::path(shard_path(path, step_, r, dp_.ranks())).filename().string()},
-                                  {"offset", int64_t(offset)},
-                                  {"count", int64_t(c)}});
-    offset += c;
-  }
-  md["shards"] = Json(std::move(shards)).dump();
-  write_safetensors(path, {}, md);
-  // Shards of earlier states are no longer referenced.
-  const fs::path stem(state_stem(path));
-  const std::string prefix = stem.filename().string() + ".step", current = cat(prefix, step_, ".");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(stem.parent_path().empty() ? fs::path(".") : stem.parent_path(), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && name.rfind(current, 0) != 0) fs::remove(e.path(), ec);
-  }
+  // This rank's part of the parameters (all of them when nothing is sharded) and its moments.
+  const std::span<const float> params =
+      dp_.params_sharded() ? dp_.param_shard()
+                           : (dp_.sharded() ? m.trainable_params().subspan(dp_.shard_begin(), dp_.shard_size())
+                                            : m.trainable_params());
+  save_dist_state(dp_, path, step_,
+                  {{"params", params}, {"adam.m", opt_.first_moment()}, {"adam.v", opt_.second_moment()}},
+                  std::move(md));
 }
 
 void Trainer::load_state(const std::string& path) {
-  const SafetensorsFile f = read_safetensors(path);
-  const auto& md = f.metadata;
+  DistState state(path);
+  const auto& md = state.metadata();
   auto get = [&](const char* key) -> std::string {
     auto it = md.find(key);
     GP_CHECK(it != md.end(), "[train] ", path, ": not a genperf training state (no '", key, "' in its metadata)");
@@ -254,62 +207,14 @@ void Trainer::load_state(const std::string& path) {
   GP_CHECK(step >= 0 && step <= config_.steps, "[train] ", path, ": the state is at step ", step,
            ", beyond this run's ", config_.steps, " steps");
 
-  // Where each tensor's values are: one file, or the shards the manifest lists (each checked
-  // against it), which together must cover [0, n) in order.
-  struct Piece {
-    std::string file;
-    size_t offset = 0, count = 0;
-  };
-  std::vector<Piece> pieces;
-  std::map<std::string, SafetensorsFile> files;
-  auto it = md.find("shards");
-  if (it == md.end()) {
-    pieces.push_back({path, 0, size_t(n)});
-    files.emplace(path, f);
-  } else {
-    const Json list = Json::parse(it->second, path);
-    size_t expect = 0;
-    for (const Json& e : list.as_array()) {
-      Piece p{(fs::path(path).parent_path() / e.at("file").as_string()).string(), size_t(e.at("offset").as_int()),
-              size_t(e.at("count").as_int())};
-      GP_CHECK(p.offset == expect, "[train] ", path, ": shard ", p.file, " starts at ", p.offset, ", expected ", expect);
-      expect += p.count;
-      GP_CHECK(fs::exists(p.file), "[train] ", path, ": its shard ", p.file, " is missing");
-      SafetensorsFile sf = read_safetensors(p.file);
-      GP_CHECK(sf.metadata["format"] == kShardFormat && sf.metadata["step"] == std::to_string(step) &&
-                   sf.metadata["offset"] == std::to_string(p.offset) && sf.metadata["count"] == std::to_string(p.count),
-               "[train] ", p.file, ": not the shard the manifest ", path, " lists (step ", step, ", values ", p.offset,
-               " + ", p.count, ")");
-      files.emplace(p.file, std::move(sf));
-      pieces.push_back(std::move(p));
-    }
-    GP_CHECK(expect == size_t(n), "[train] ", path, ": its shards hold ", expect, " values of ", n);
-  }
-  for (const Piece& p : pieces)
-    for (const char* name : {"params", "adam.m", "adam.v"}) {
-      const SafetensorsFile& sf = files.at(p.file);
-      auto t = sf.tensors.find(name);
-      GP_CHECK(t != sf.tensors.end(), "[train] ", p.file, ": missing tensor '", name, "'");
-      GP_CHECK(t->second.dtype() == DType::F32 && t->second.numel() == int64_t(p.count), "[train] ", p.file,
-               ": tensor '", name, "' is ", t->second.describe(), ", expected f32 [", p.count, "]");
-    }
-  // Values [from, from + dst.size()) of a tensor, from the pieces that hold them (byte copies:
-  // the files' tensors need not be aligned).
-  auto copy = [&](const char* name, size_t from, std::span<float> dst) {
-    for (const Piece& p : pieces) {
-      const size_t a = std::max(from, p.offset), b = std::min(from + dst.size(), p.offset + p.count);
-      if (b <= a) continue;
-      const char* src = static_cast<const char*>(files.at(p.file).tensors.at(name).raw());
-      std::memcpy(dst.data() + (a - from), src + (a - p.offset) * sizeof(float), (b - a) * sizeof(float));
-    }
-  };
+  state.check(size_t(n), {"params", "adam.m", "adam.v"}, step);
   if (dp_.params_sharded()) {
-    copy("params", dp_.shard_begin(), dp_.param_shard());
+    state.copy("params", dp_.shard_begin(), dp_.param_shard());
   } else {
-    copy("params", 0, model_.trainable_params());
+    state.copy("params", 0, model_.trainable_params());
   }
-  copy("adam.m", dp_.shard_begin(), opt_.first_moment());  // this rank's shard of the moments
-  copy("adam.v", dp_.shard_begin(), opt_.second_moment());
+  state.copy("adam.m", dp_.shard_begin(), opt_.first_moment());  // this rank's shard of the moments
+  state.copy("adam.v", dp_.shard_begin(), opt_.second_moment());
   opt_.set_step_count(parse_i64(md, "adam_step", path));
   loader_.seek({parse_i64(md, "data_epoch", path), parse_i64(md, "data_index", path)});
   step_ = step;

@@ -88,24 +88,32 @@ class Mpi : public ::testing::Test {
            out + " " + extra;
   }
 
-  static std::vector<Json> log_records(const std::string& dir) {
+  // The SR model's: 8 steps of 4 crops, from 2 synthetic dust fields, a small UNet.
+  static std::string sr_args(const std::string& out, const std::string& extra = "") {
+    return "sr train --data synthetic:2:64:3 --val-data synthetic:1:64:9 --steps 8 --batch 4 --crop 32 --base 8 "
+           "--mults 1,2 --attention-levels 1 --head-channels 8 --groups 4 --log-every 2 --save-every 4 --warmup 2 "
+           "--threads 1 --seed 5 --out " + out + " " + extra;
+  }
+
+  static std::vector<Json> log_records(const std::string& dir, const std::string& log = "train_log.jsonl") {
     std::vector<Json> out;
-    std::istringstream in(read_text_file(dir + "/train_log.jsonl"));
+    std::istringstream in(read_text_file(dir + "/" + log));
     for (std::string line; std::getline(in, line);)
       if (line.find("\"loss\"") != std::string::npos) out.push_back(Json::parse(line));
     return out;
   }
 
   // Losses and every weight tensor of two runs within `tol` relative (tensors by their norm).
-  static void expect_same_run(const std::string& a, const std::string& b, double tol) {
-    const auto la = log_records(a), lb = log_records(b);
+  static void expect_same_run(const std::string& a, const std::string& b, double tol,
+                              const std::string& log = "train_log.jsonl", const std::string& model = "model.safetensors") {
+    const auto la = log_records(a, log), lb = log_records(b, log);
     ASSERT_EQ(la.size(), lb.size());
     ASSERT_FALSE(la.empty());
     for (size_t i = 0; i < la.size(); ++i) {
       const double x = la[i].at("loss").as_number(), y = lb[i].at("loss").as_number();
       EXPECT_LE(std::fabs(x - y), tol * std::fabs(x)) << b << " step " << i + 1 << ": loss " << y << " vs " << x;
     }
-    const SafetensorsFile fa = read_safetensors(a + "/model.safetensors"), fb = read_safetensors(b + "/model.safetensors");
+    const SafetensorsFile fa = read_safetensors(a + "/" + model), fb = read_safetensors(b + "/" + model);
     ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
     for (const auto& [name, ta] : fa.tensors) {
       const Tensor& tb = fb.tensors.at(name);
@@ -200,6 +208,57 @@ TEST_F(Mpi, DataParallelAndShardingMatchOneRank) {
 
 // ZeRO-1 and ZeRO-3 at 2 ranks stopped at step 2 (each rank's shard of the state in a file of its
 // own), resumed at 4 ranks: the uninterrupted run's losses and weights; at 2 ranks: the same bits.
+// The SR model's training, data parallel and in each shard mode at 2 and 4 ranks, against one
+// rank with the same micro-batches: the same losses (training and validation) and EMA weights
+// within 1e-6; its model state per rank and bytes on the wire by ZeRO's formulas (bench sr).
+TEST_F(Mpi, SrTrainingMatchesOneRankInEveryShardMode) {
+  const CliResult one = run(0, sr_args(tmp_ / "one", "--grad-accum 4"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (int n : {2, 4})
+    for (const std::string shard : {"none", "optimizer", "grads", "full"}) {
+      const std::string dir = tmp_ / ("r" + std::to_string(n) + shard);
+      const CliResult r = run(n, sr_args(dir, "--grad-accum 4 --shard " + shard + " --bucket-mb 0.01"));
+      ASSERT_EQ(r.code, 0) << n << " " << shard << ": " << r.err;
+      expect_same_run(tmp_ / "one", dir, 1e-6, "log.jsonl", "model/model.safetensors");
+      for (const Json& l : log_records(dir, "log.jsonl")) EXPECT_GT(l.at("val_loss").as_number(), 0) << dir;
+      EXPECT_EQ(r.out.find("[rank 1/"), std::string::npos) << "rank 0 alone prints:\n" << r.out;
+    }
+  // bench sr times the trainer's step: the state it holds and the bytes it sends, per mode.
+  const double N = 2;
+  for (const std::string shard : {"none", "optimizer", "grads", "full"}) {
+    const CliResult b = run(2, "bench sr --model " + (tmp_ / "one/model") + " --batch 4 --size 32 --reps 2 --no-peaks "
+                               "--threads 1 --json --shard " + shard);
+    ASSERT_EQ(b.code, 0) << shard << ": " << b.err;
+    const Json j = Json::parse(b.out);
+    const double P = j.at("parameters").as_number();
+    const double state = j.at("model_state_bytes").at("total").as_number();
+    const double want = shard == "none" ? 16 * P : shard == "optimizer" ? 8 * P + 8 * P / N
+                      : shard == "grads" ? 4 * P + 12 * P / N : 16 * P / N;
+    EXPECT_NEAR(state, want, 0.05 * want) << shard;
+    const double bytes = j.at("comm_bytes_per_step").as_number();
+    const double wire = (shard == "full" ? 3 : 2) * P * (N - 1) / N * 4;
+    EXPECT_NEAR(bytes, wire, 0.01 * wire) << shard;
+    EXPECT_EQ(j.at("ranks").as_int(), 2);
+  }
+}
+
+// An SR run stopped at step 4 on 2 ranks, fully sharded, and resumed on one rank (and one
+// stopped on one rank, resumed on 4, unsharded): the same run within 1e-6.
+TEST_F(Mpi, SrTrainingResumesOnAnotherRankCount) {
+  const CliResult one = run(0, sr_args(tmp_ / "one", "--grad-accum 4"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string a = tmp_ / "a", b = tmp_ / "b";
+  ASSERT_EQ(run(2, sr_args(a, "--grad-accum 4 --shard full --stop-at 4")).code, 0);
+  EXPECT_TRUE(fs::exists(a + "/state.step4.rank1-of-2.safetensors"));
+  const CliResult ra = run(0, sr_args(a, "--grad-accum 4 --resume"));
+  ASSERT_EQ(ra.code, 0) << ra.err;
+  expect_same_run(tmp_ / "one", a, 1e-6, "log.jsonl", "model/model.safetensors");
+  ASSERT_EQ(run(0, sr_args(b, "--grad-accum 4 --stop-at 4")).code, 0);
+  const CliResult rb = run(4, sr_args(b, "--grad-accum 4 --shard optimizer --resume"));
+  ASSERT_EQ(rb.code, 0) << rb.err;
+  expect_same_run(tmp_ / "one", b, 1e-6, "log.jsonl", "model/model.safetensors");
+}
+
 TEST_F(Mpi, ResumesOnAnotherRankCount) {
   for (const std::string mode : {"optimizer", "full"}) {
     const std::string shard = "--shard " + mode + " --bucket-mb 0.05", whole = tmp_ / ("whole-" + mode);

@@ -70,6 +70,7 @@ int cmd_sr_train(int argc, char** argv) {
           {"warmup", "warm-up steps", "100"}, {"ema", "EMA decay of the saved weights", "0.999"},
           {"seed", "seed of the weights, crops and noise", "0"}, {"log-every", "steps per log line", "50"},
           {"save-every", "steps per checkpoint", "500"},
+          {"stop-at", "stop after this step with the state saved (to split a run; --resume continues)", "", false, true},
           {"scale", "super-resolution factor", std::to_string(d.scale)},
           {"base", "channels at full resolution", std::to_string(d.base)},
           {"mults", "channel multiplier per level", "1,2,2"},
@@ -82,7 +83,8 @@ int cmd_sr_train(int argc, char** argv) {
           {"transform", "linear, or log for positive maps", d.transform},
           {"blur", "degradation blur sigma in output pixels (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise, a fraction of the input's standard deviation", "0"},
-          kThreads, kJson},
+          {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
+          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -98,12 +100,19 @@ int cmd_sr_train(int argc, char** argv) {
   o.lr = float(a.number("lr")), o.min_lr = o.lr / 10, o.warmup = a.integer("warmup"), o.ema = a.number("ema");
   o.seed = uint64_t(a.integer("seed")), o.log_every = a.integer("log-every"), o.save_every = a.integer("save-every");
   o.degradation.scale = c.scale, o.degradation.blur_sigma = a.number("blur"), o.degradation.noise = a.number("noise");
+  o.dist = dist_options(a);
+  o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : world().size();
+  if (a.has("stop-at")) o.stop_at = a.integer("stop-at");
   const std::vector<sr::Map> train = maps_only(a.str("data"));
   const std::vector<sr::Map> val = a.has("val-data") ? maps_only(a.str("val-data")) : std::vector<sr::Map>{};
   const bool json = a.flag("json");
-  Progress bar("sr train", o.steps);
+  // Rank 0 alone reports; its lines name it when there are several ranks.
+  const bool lead = world().rank() == 0;
+  Progress bar("sr train", lead ? o.steps : 0);
   sr::train_sr(c, train, val, o, a.str("out"), a.flag("resume"), [&](const sr::SRTrainLog& l) {
+    if (!lead) return;
     bar.clear();
+    std::fputs(rank_prefix().c_str(), stdout);
     if (json) {
       std::printf("{\"step\": %lld, \"loss\": %.6g, \"val_loss\": %.6g, \"lr\": %.3g, \"grad_norm\": %.4g, "
                   "\"images_per_s\": %.4g, \"gflops\": %.4g}\n",
@@ -270,7 +279,9 @@ int cmd_bench_sr(int argc, char** argv) {
           {"batch", "images per step", "8"}, {"size", "image side (high-resolution pixels)", "64"},
           {"reps", "timed repetitions after one warm-up", "5"},
           {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
-          {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
+          {"out", "also write the JSON record to this file", "", false, true},
+          {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
+          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -280,7 +291,10 @@ int cmd_bench_sr(int argc, char** argv) {
                                                                          spec + "/config.json");
   sr::SRBenchOptions o;
   o.batch = a.integer("batch"), o.size = a.integer("size"), o.reps = int(a.integer("reps"));
+  o.dist = dist_options(a);
+  o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : 0;
   const sr::SRBenchResult r = sr::bench_sr(c, o);
+  if (world().rank() != 0) return 0;  // rank 0 reports
   Json j = r.to_json();
   j["model"] = spec;
   j["config"] = sr::unet_config_json(c);
@@ -306,9 +320,12 @@ int cmd_bench_sr(int argc, char** argv) {
   if (const Json* m = j.find("mfu_sample"))
     std::printf("  MFU %.0f%% of the measured f32 GEMM peak (%.0f GFLOP/s)", 100 * m->as_number(),
                 j.at("gemm_peak_gflops_f32").as_number());
-  std::printf("\nmemory     weights+EMA %.1f MB | grads+optimizer %.1f MB | activations %.1f MB | peak RSS %.1f MB\n",
+  std::printf("\nmemory     weights+EMA %.1f MB | grads+optimizer %.1f MB | activations %.1f MB | peak RSS %.1f MB (per rank)\n",
               double(r.weights_bytes) / 1e6, double(r.optimizer_bytes) / 1e6, double(r.activation_bytes) / 1e6,
               double(r.peak_rss) / 1e6);
+  if (r.ranks > 1)
+    std::printf("ranks      %d, --shard %s: %.2f MB sent per rank and step, %.3f s waiting on it in the last step\n",
+                r.ranks, r.shard.c_str(), r.comm_bytes_per_step / 1e6, r.comm_wait_s);
   return 0;
 }
 

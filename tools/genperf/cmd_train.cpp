@@ -53,9 +53,7 @@ std::vector<OptionSpec> training_options(const char* lr, const char* steps, cons
           {"precision", "compute precision: f32 or bf16 (bf16 needs AVX512-BF16; f32 otherwise)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward (less memory)", "", true},
           {"dtype", "weight type of the exported model (f32, f16, bf16)", "bf16"},
-          {"shard", "across ranks (mpirun -np N): none (data parallel), optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)", "none"},
-          {"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"},
-          {"no-overlap", "reduce gradients after backward instead of during it", "", true},
+          kShard, kBucketMb, kNoOverlap,
           {"mem-gb", "memory per rank (GB): refuse a job the planner says does not fit, before it starts", "", false, true},
           {"log-every", "print a line every N steps", "10"},
           kThreads,
@@ -82,12 +80,7 @@ TrainerConfig trainer_config(const Args& a) {
   c.eval_batches = a.integer("eval-batches");
   c.save_every = a.integer("save-every");
   c.seed = uint64_t(a.integer("seed"));
-  c.dist.comm = &world();
-  c.dist.shard = parse_shard_mode(a.str("shard"));
-  const double mb = a.number("bucket-mb");
-  GP_CHECK(mb > 0 && mb <= 4096, "[train] --bucket-mb must lie in (0, 4096], got ", mb);
-  c.dist.bucket_bytes = size_t(mb * 1024 * 1024);
-  c.dist.overlap = !a.flag("no-overlap");
+  c.dist = dist_options(a);
   GP_CHECK(c.batch > 0 && c.grad_accum > 0 && c.steps > 0, "[train] --batch, --grad-accum and --steps must be positive");
   GP_CHECK(c.schedule.max_lr > 0 && std::isfinite(c.schedule.max_lr), "[train] --lr must be positive");
   GP_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps < c.steps, "[train] --warmup must be in [0, --steps)");

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "args.h"
+#include "genperf/comm.h"
+#include "genperf/dist.h"
+#include "genperf/error.h"
 #include "genperf/json.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
@@ -18,6 +21,20 @@ inline const OptionSpec kThreads{"threads", "worker threads (default: GENPERF_TH
 inline const OptionSpec kJson{"json", "print one JSON record instead of text", "", true};
 inline const OptionSpec kModel{"model", "HF directory, .gguf file, or random:<shape> (shapes: 110m, default, tiny)"};
 inline const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (f32, f16, bf16)", "bf16"};
+// Data parallel across ranks (mpirun -np N), for the training verbs; read by dist_options.
+inline const OptionSpec kShard{"shard", "across ranks (mpirun -np N): none (data parallel), optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)", "none"};
+inline const OptionSpec kBucketMb{"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"};
+inline const OptionSpec kNoOverlap{"no-overlap", "reduce gradients after backward instead of during it", "", true};
+inline DistOptions dist_options(const Args& a) {
+  DistOptions d;
+  d.comm = &world();
+  d.shard = parse_shard_mode(a.str("shard"));
+  const double mb = a.number("bucket-mb");
+  GP_CHECK(mb > 0 && mb <= 4096, "[train] --bucket-mb must lie in (0, 4096], got ", mb);
+  d.bucket_bytes = size_t(mb * 1024 * 1024);
+  d.overlap = !a.flag("no-overlap");
+  return d;
+}
 inline const OptionSpec kKvType{"kv-type", "KV cache type: f32, f16 / bf16 (half the bytes, llama.cpp's default f16) or q8_0", "f32"};
 
 inline std::vector<std::string> split(const std::string& s, char sep) {

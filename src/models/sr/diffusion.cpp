@@ -54,7 +54,7 @@ Schedule Schedule::make(const std::string& kind, int64_t T) {
 
 template <typename F>
 double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x0, int64_t B, int64_t H,
-                      int64_t W, Rng& rng, bool backward) {
+                      int64_t W, Rng& rng, bool backward, double loss_scale) {
   const int64_t C = net.config().channels, per = H * W * C, n = B * per, T = int64_t(s.abar.size());
   GP_CHECK(T == net.config().timesteps, "[diffusion] a schedule of ", T, " steps for a model of ",
            net.config().timesteps);
@@ -79,7 +79,7 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
   const double loss = ops::mse_forward(pred, target, n);
   if (backward) {
     F* const dpred = grown(dpred_buf, size_t(n));
-    ops::mse_backward(dpred, pred, target, n, 1.0);
+    ops::mse_backward(dpred, pred, target, n, loss_scale);
     net.backward(dpred);
   }
   return loss;
@@ -161,7 +161,7 @@ void save_sr_model(const std::string& dir, const UNet<float>& net) {
 
 #define GENPERF_DIFFUSION(F)                                                                          \
   template double diffusion_loss<F>(UNet<F>&, const Schedule&, const F*, const F*, int64_t, int64_t, \
-                                    int64_t, Rng&, bool);                                             \
+                                    int64_t, Rng&, bool, double);                                     \
   template void ddim_update<F>(F*, const F*, const F*, int64_t, double, double, double, bool);        \
   template void sample<F>(UNet<F>&, const Schedule&, const F*, F*, int64_t, int64_t, int64_t,         \
                           const SamplerOptions&, std::span<const uint64_t>,                           \

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <type_traits>
 #include <utility>
 
 #include "genperf/error.h"
@@ -49,10 +50,27 @@ struct UNet<F>::Impl {
   std::vector<ParamSpec> specs;
   std::vector<Init> inits;
   std::vector<int64_t> fan_ins;
-  std::vector<F> w, g, scratch;
+  // Weights and gradients: the network's own buffers, or buffers adopted from data-parallel
+  // training (adopt_buffers); w and g point at the ones in use.
+  std::vector<F> own_w, own_g, scratch;
+  Tensor adopted_w, adopted_g;
+  F* w = nullptr;
+  F* g = nullptr;
+  size_t count = 0;
   std::deque<Act> acts;
   size_t next_act = 0, next_param = 0;
-  std::vector<std::function<void()>> tape;
+  // The tape: each layer's backward, with the parameters declared when it was recorded and its
+  // unit (for the hooks of data-parallel training).
+  struct Entry {
+    std::function<void()> fn;
+    size_t params_declared;
+    int64_t unit;
+  };
+  std::vector<Entry> tape;
+  int64_t unit = -1;                                   // the unit the pass is in
+  std::vector<std::pair<size_t, size_t>> unit_ranges;  // of weights(), from the dry pass
+  std::function<void(size_t)> grads_hook;
+  std::function<void(int64_t, bool, bool)> params_hook;
   Act* out = nullptr;
   bool dry = false, train = false;
   double flops = 0;
@@ -73,6 +91,9 @@ struct UNet<F>::Impl {
     if (dry) {
       ParamSpec s{name, std::move(shape), 0};
       s.offset = specs.empty() ? 0 : specs.back().offset + specs.back().size();
+      GP_CHECK(unit >= 0, "[unet] internal: parameter ", s.name, " declared outside a unit");
+      if (size_t(unit) == unit_ranges.size()) unit_ranges.emplace_back(s.offset, s.offset);
+      unit_ranges.back().second = s.offset + s.size();
       specs.push_back(std::move(s));
       inits.push_back(init);
       fan_ins.push_back(fan_in);
@@ -80,12 +101,21 @@ struct UNet<F>::Impl {
     }
     const ParamSpec& s = specs[next_param++];
     GP_CHECK(s.name == name, "[unet] internal: parameter ", name, " declared as ", s.name);
-    return {w.data() + s.offset, g.data() + s.offset};
+    return {w + s.offset, g + s.offset};
   }
 
   void record(std::function<void()> f) {
-    if (train) tape.push_back(std::move(f));
+    if (train) tape.push_back({std::move(f), next_param, unit});
   }
+
+  // The layers from here on read the next unit of parameters; the previous unit is done.
+  void begin_unit() {
+    ++unit;
+    if (dry || !params_hook) return;
+    if (unit > 0) params_hook(unit - 1, true, false);
+    params_hook(unit, false, false);
+  }
+  size_t offset_of(size_t param) const { return param < specs.size() ? specs[param].offset : count; }
 
   // Runs fn(dx) for x's gradient: into x.g for its first consumer, else into scratch, added to
   // x.g; fn(nullptr) when x needs none (the network's inputs).
@@ -218,6 +248,7 @@ struct UNet<F>::Impl {
   }
 
   Act& attention(Act& x, const std::string& name) {
+    begin_unit();
     const int64_t C = x.C, NH = C / c.head_channels, T = x.H * x.W;
     Act& qkv = linear(norm(x, name + ".norm"), name + ".qkv", 3 * C);
     Act& o = act(x.B, x.H, x.W, C);
@@ -237,6 +268,7 @@ struct UNet<F>::Impl {
   }
 
   Act& res_block(Act& x, const std::string& name, int64_t OC, Act& temb) {
+    begin_unit();
     Act& h = conv(silu(norm(x, name + ".norm1")), name + ".conv1", OC, 3, 1);
     add_image_bias(h, linear(temb, name + ".temb", OC));
     Act& h2 = conv(silu(norm(h, name + ".norm2")), name + ".conv2", OC, 3, 1, true);
@@ -258,8 +290,10 @@ struct UNet<F>::Impl {
       std::memcpy(steps.v.data(), t, size_t(B) * sizeof(F));
       ops::time_embedding(te.v.data(), steps.v.data(), B, c.base, dev);
     }
+    begin_unit();
     Act& temb = silu(linear(silu(linear(te, "time.fc1", 4 * c.base)), "time.fc2", 4 * c.base));
 
+    begin_unit();
     Act* h = &conv(in, "conv_in", c.base, 3, 1);
     std::vector<Act*> skips;
     for (int64_t l = 0; l < L; ++l) {
@@ -269,7 +303,10 @@ struct UNet<F>::Impl {
         if (c.has_attention(l)) h = &attention(*h, p + ".attn." + std::to_string(r));
       }
       skips.push_back(h);
-      if (l + 1 < L) h = &conv(*h, p + ".down", h->C, 3, 2);
+      if (l + 1 < L) {
+        begin_unit();
+        h = &conv(*h, p + ".down", h->C, 3, 2);
+      }
     }
     h = &res_block(*h, "mid.res.0", h->C, temb);
     h = &attention(*h, "mid.attn");
@@ -281,14 +318,21 @@ struct UNet<F>::Impl {
         h = &res_block(*h, p + ".res." + std::to_string(r), c.level_channels(l), temb);
         if (c.has_attention(l)) h = &attention(*h, p + ".attn." + std::to_string(r));
       }
-      if (l > 0) h = &conv(upsample(*h), p + ".up", h->C, 3, 1);
+      if (l > 0) {
+        begin_unit();
+        h = &conv(upsample(*h), p + ".up", h->C, 3, 1);
+      }
     }
-    return conv(silu(norm(*h, "out.norm")), "out.conv", c.channels, 3, 1, true);
+    begin_unit();
+    Act& out = conv(silu(norm(*h, "out.norm")), "out.conv", c.channels, 3, 1, true);
+    if (!dry && params_hook) params_hook(unit, true, false);
+    return out;
   }
 
   void begin(bool dry_run, bool training) {
     dry = dry_run, train = training;
     next_act = next_param = 0;
+    unit = -1;
     tape.clear();
     flops = 0;
   }
@@ -303,8 +347,9 @@ UNet<F>::UNet(const UNetConfig& c) : impl_(std::make_unique<Impl>()) {
   impl_->network(nullptr, nullptr, 1, m, m);
   impl_->acts.clear();
   const size_t n = impl_->specs.back().offset + impl_->specs.back().size();
-  impl_->w.assign(n, F(0));
-  impl_->g.assign(n, F(0));
+  impl_->own_w.assign(n, F(0));
+  impl_->own_g.assign(n, F(0));
+  impl_->w = impl_->own_w.data(), impl_->g = impl_->own_g.data(), impl_->count = n;
 }
 
 template <typename F>
@@ -330,19 +375,19 @@ const ParamSpec& UNet<F>::param(const std::string& name) const {
 }
 template <typename F>
 std::span<F> UNet<F>::weights() {
-  return impl_->w;
+  return {impl_->w, impl_->count};
 }
 template <typename F>
 std::span<const F> UNet<F>::weights() const {
-  return impl_->w;
+  return {impl_->w, impl_->count};
 }
 template <typename F>
 std::span<F> UNet<F>::grads() {
-  return impl_->g;
+  return {impl_->g, impl_->count};
 }
 template <typename F>
 void UNet<F>::zero_grad() {
-  std::fill(impl_->g.begin(), impl_->g.end(), F(0));
+  std::fill_n(impl_->g, impl_->count, F(0));
 }
 
 template <typename F>
@@ -350,7 +395,7 @@ void UNet<F>::init(uint64_t seed, bool zero_out) {
   Rng rng(seed);
   Impl& m = *impl_;
   for (size_t i = 0; i < m.specs.size(); ++i) {
-    F* p = m.w.data() + m.specs[i].offset;
+    F* p = m.w + m.specs[i].offset;
     const size_t n = m.specs[i].size();
     const double bound = 1.0 / std::sqrt(double(m.fan_ins[i]));
     for (size_t j = 0; j < n; ++j) {
@@ -386,9 +431,58 @@ void UNet<F>::backward(const F* dout) {
   GP_CHECK(m.train && m.out, "[unet] backward needs a forward with train = true before it");
   m.out->g.assign(dout, dout + m.out->n());
   m.out->has_grad = true;
-  for (auto it = m.tape.rbegin(); it != m.tape.rend(); ++it) (*it)();
+  // In reverse: each unit's layers between the hook's calls for it; after entry k, the gradients
+  // of every parameter declared at or after entry k's layer are final.
+  int64_t unit = -1;
+  size_t reported = m.count;
+  for (size_t k = m.tape.size(); k-- > 0;) {
+    const typename Impl::Entry& e = m.tape[k];
+    if (m.params_hook && e.unit != unit) {
+      if (unit >= 0) m.params_hook(unit, true, true);
+      unit = e.unit;
+      if (unit >= 0) m.params_hook(unit, false, true);
+    }
+    e.fn();
+    const size_t ready = k > 0 ? m.offset_of(m.tape[k - 1].params_declared) : 0;
+    if (m.grads_hook && ready < reported) m.grads_hook(reported = ready);
+  }
+  if (m.params_hook && unit >= 0) m.params_hook(unit, true, true);
   m.tape.clear();
   m.train = false;
+}
+
+template <typename F>
+void UNet<F>::set_grads_ready_hook(std::function<void(size_t)> hook) {
+  impl_->grads_hook = std::move(hook);
+}
+
+template <typename F>
+std::vector<std::pair<size_t, size_t>> UNet<F>::param_units() const {
+  return impl_->unit_ranges;
+}
+
+template <typename F>
+void UNet<F>::set_params_hook(std::function<void(int64_t, bool, bool)> hook) {
+  impl_->params_hook = std::move(hook);
+}
+
+template <typename F>
+void UNet<F>::adopt_buffers(Tensor weights, Tensor grads) {
+  Impl& m = *impl_;
+  GP_CHECK((std::is_same_v<F, float>), "[unet] adopt_buffers: float networks only");
+  for (const Tensor* t : {&weights, &grads})
+    GP_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->numel() == int64_t(m.count)), "[unet] adopt_buffers: ",
+             t->describe(), " for ", m.count, " parameters");
+  if (weights.defined()) {
+    m.adopted_w = std::move(weights);
+    m.w = static_cast<F*>(m.adopted_w.raw());
+    std::vector<F>().swap(m.own_w);
+  }
+  if (grads.defined()) {
+    m.adopted_g = std::move(grads);
+    m.g = static_cast<F*>(m.adopted_g.raw());
+    std::vector<F>().swap(m.own_g);
+  }
 }
 
 template <typename F>
