@@ -12,6 +12,8 @@ the median over rounds of the step time and tokens/s with min and max, and:
 
   /usr/bin/python3 bench/scaling.py --model random:default --seq 256 --batch 2 --rounds 5
   /usr/bin/python3 bench/scaling.py --model random:default --seq 32 --batch 1   (communication-heavy)
+  /usr/bin/python3 bench/scaling.py --workload sr --batch 4 --size 64   (the SR diffusion model:
+      `genperf bench sr`, --batch crops a rank, its default UNet unless --model names a directory)
 
 Runs mpirun as root where needed (OpenMPI's allow-run-as-root variables). Never run in CI.
 """
@@ -30,9 +32,12 @@ def run(cmd, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genperf", default=os.path.join(HERE, "..", "build", "genperf"))
-    ap.add_argument("--model", default="random:default")
-    ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=2, help="sequences per rank and step")
+    ap.add_argument("--workload", choices=["train", "sr"], default="train",
+                    help="train: the LLM (bench train); sr: the SR diffusion model (bench sr)")
+    ap.add_argument("--model", help="random:default (train) or default (sr) unless given")
+    ap.add_argument("--seq", type=int, default=256, help="train: tokens a sequence")
+    ap.add_argument("--size", type=int, default=64, help="sr: crop side")
+    ap.add_argument("--batch", type=int, default=2, help="sequences (train) or crops (sr) per rank and step")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
@@ -40,31 +45,48 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    base = [a.genperf, "bench", "train", "--model", a.model, "--seq", str(a.seq), "--batch", str(a.batch),
-            "--reps", str(a.reps), "--threads", "1", "--no-peaks", "--json", "--bucket-mb", a.bucket_mb]
+    sr = a.workload == "sr"
+    a.model = a.model or ("default" if sr else "random:default")
+    common = ["--reps", str(a.reps), "--threads", "1", "--no-peaks", "--json", "--bucket-mb", a.bucket_mb]
+    if sr:  # bench sr's --batch is the global batch: the same crops a rank at any rank count
+        def base(ranks):
+            return [a.genperf, "bench", "sr", "--model", a.model, "--size", str(a.size),
+                    "--batch", str(a.batch * ranks)] + common
+    else:  # bench train's --batch is a rank's
+        def base(ranks):
+            return [a.genperf, "bench", "train", "--model", a.model, "--seq", str(a.seq), "--batch", str(a.batch)] + common
     mpi = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(a.ranks)]
+    many_cmd = mpi + base(a.ranks)
     configs = {
-        "1 rank": base,
-        f"{a.ranks} ranks": mpi + base,
-        f"{a.ranks} ranks, overlap off": mpi + base + ["--no-overlap"],
-        f"{a.ranks} ranks, ZeRO-1": mpi + base + ["--shard", "optimizer"],
-        f"{a.ranks} ranks, ZeRO-2": mpi + base + ["--shard", "grads"],
-        f"{a.ranks} ranks, ZeRO-3 (full)": mpi + base + ["--shard", "full"],
+        "1 rank": base(1),
+        f"{a.ranks} ranks": many_cmd,
+        f"{a.ranks} ranks, overlap off": many_cmd + ["--no-overlap"],
+        f"{a.ranks} ranks, ZeRO-1": many_cmd + ["--shard", "optimizer"],
+        f"{a.ranks} ranks, ZeRO-2": many_cmd + ["--shard", "grads"],
+        f"{a.ranks} ranks, ZeRO-3 (full)": many_cmd + ["--shard", "full"],
     }
+
+    def common_keys(r):  # the two benches' records under one set of names
+        if not sr:
+            return r
+        return dict(r, step_seconds=r["train_step_seconds"], tokens_per_s=r["train_images_per_s"],
+                    trainable_params=r["parameters"])
     res = {k: [] for k in configs}
     for rnd in range(a.rounds):
         for name, cmd in configs.items():
-            res[name].append(run(cmd, env))
+            res[name].append(common_keys(run(cmd, env)))
         print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr)
+    unit = "images/s" if sr else "tokens/s"
 
     def med(name, key):
         v = [r[key]["median"] if isinstance(r[key], dict) else r[key] for r in res[name]]
         return statistics.median(v), min(v), max(v)
 
     first = res["1 rank"][0]
-    print(f"{a.model} ({first['trainable_params'] / 1e6:.1f}M parameters), seq {a.seq}, batch {a.batch} a rank, "
+    shape = f"crops {a.size}x{a.size}" if sr else f"seq {a.seq}"
+    print(f"{a.workload} {a.model} ({first['trainable_params'] / 1e6:.2f}M parameters), {shape}, batch {a.batch} a rank, "
           f"1 thread a rank, {a.rounds} rounds of {a.reps} timed steps; medians over rounds (min-max)")
-    print(f"{'configuration':32s} {'step s':>22s} {'tokens/s':>26s} {'MB sent/step':>13s} {'wait s':>8s}"
+    print(f"{'configuration':32s} {'step s':>22s} {unit:>26s} {'MB sent/step':>13s} {'wait s':>8s}"
           f" {'state MB':>9s} {'buffers MB':>10s}")
     figures = {}
     for name in configs:
@@ -86,7 +108,9 @@ def main():
     off, z1 = res[f"{n} ranks, overlap off"], res[f"{n} ranks, ZeRO-1"]
     eff = ratio(lambda i: many[i]["tokens_per_s"] / (n * one[i]["tokens_per_s"]))
     gain = ratio(lambda i: off[i]["step_seconds"]["median"] / many[i]["step_seconds"]["median"])
-    share = ratio(lambda i: off[i]["comm_wait_seconds"]["median"] / off[i]["step_seconds"]["median"])
+    def wait(r):  # bench train: over the timed steps; bench sr: the last step's
+        return r["comm_wait_seconds"]["median"] if isinstance(r["comm_wait_seconds"], dict) else r["comm_wait_seconds"]
+    share = ratio(lambda i: wait(off[i]) / off[i]["step_seconds"]["median"])
     zero = ratio(lambda i: z1[i]["step_seconds"]["median"] / many[i]["step_seconds"]["median"])
     z2, z3 = res[f"{n} ranks, ZeRO-2"], res[f"{n} ranks, ZeRO-3 (full)"]
     zero2 = ratio(lambda i: z2[i]["step_seconds"]["median"] / many[i]["step_seconds"]["median"])
@@ -101,7 +125,8 @@ def main():
     if a.json:
         figures.update({"weak_scaling_efficiency": eff, "overlap_gain": gain, "comm_share_overlap_off": share,
                         "zero1_over_none": zero, "zero2_over_none": zero2,
-                        "zero3_over_none": zero3, "model": a.model, "seq": a.seq, "batch": a.batch})
+                        "zero3_over_none": zero3, "workload": a.workload, "model": a.model, "seq": a.seq,
+                        "size": a.size, "batch": a.batch})
         with open(a.json + ".tmp", "w") as f:
             json.dump(figures, f, indent=2)
         os.replace(a.json + ".tmp", a.json)

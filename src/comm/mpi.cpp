@@ -58,7 +58,17 @@ class MpiComm final : public Communicator {
 
   CommHandle all_reduce(float* buf, size_t n) override {
     count(2.0 * double(n) * sizeof(float) * double(size_ - 1) / double(size_));
-    return enqueue(cat("all-reduce of ", n, " floats"), [=] { allreduce(buf, n, MPI_FLOAT, sizeof(float)); });
+    return enqueue(cat("all-reduce of ", n, " floats"), [=, this] {
+      // Large: the ring's reduce-scatter, then all-gather (each value summed on one rank, so every
+      // rank gets the same bits); small ones are latency-bound, MPI's own.
+      if (n * sizeof(float) < kRingBytes || size_ == 1 || n > size_t(INT_MAX)) return allreduce(buf, n, MPI_FLOAT, sizeof(float));
+      std::vector<size_t> even(size_t(size_), n / size_t(size_));
+      even.back() += n % size_t(size_);
+      const Segments s = segments(even, "all-reduce");
+      ring_reduce_scatter(buf, s);
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, s.counts.data(), s.displs.data(), MPI_FLOAT,
+                     MPI_COMM_WORLD);
+    });
   }
   CommHandle all_reduce(double* buf, size_t n) override {
     count(2.0 * double(n) * sizeof(double) * double(size_ - 1) / double(size_));
@@ -68,13 +78,7 @@ class MpiComm final : public Communicator {
   CommHandle reduce_scatter(float* buf, std::vector<size_t> counts) override {
     const Segments s = segments(counts, "reduce-scatter");
     count(double(s.total - counts[size_t(rank_)]) * sizeof(float));
-    return enqueue(cat("reduce-scatter of ", s.total, " floats"), [this, buf, s] {
-      // In place, MPI leaves this rank's sum at the start of the buffer; it belongs at its segment.
-      MPI_Reduce_scatter(MPI_IN_PLACE, buf, s.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      const int r = rank_;
-      if (s.displs[size_t(r)] != 0 && s.counts[size_t(r)] != 0)
-        std::memmove(buf + s.displs[size_t(r)], buf, size_t(s.counts[size_t(r)]) * sizeof(float));
-    });
+    return enqueue(cat("reduce-scatter of ", s.total, " floats"), [this, buf, s] { ring_reduce_scatter(buf, s); });
   }
 
   CommHandle all_gather(float* buf, std::vector<size_t> counts) override {
@@ -129,6 +133,40 @@ class MpiComm final : public Communicator {
     return s;
   }
 
+  // The ring's reduce-scatter, in place over the segments: N - 1 steps; at step k rank r sends
+  // its partial sum of segment r - k - 1 to rank r + 1 and adds to segment r - k - 2 the partial
+  // sum rank r - 1 sends; after the last step its own segment holds the sum over all ranks. A
+  // rank sends (N - 1)/N of the buffer, the least there is, in messages of kChunk through one
+  // scratch buffer kept between calls. (OpenMPI 4.1's MPI_Reduce_scatter in place allocates a
+  // temporary of the whole buffer at every call, page faults included, and at 2 ranks reached half
+  // the bus bandwidth of its all-reduce here: `genperf bench comm`, DISTRIBUTED.md.)
+  void ring_reduce_scatter(float* buf, const Segments& s) {
+    const int N = size_, r = rank_;
+    if (N == 1) return;
+    const int next = (r + 1) % N, prev = (r + N - 1) % N;
+    scratch_.resize(kChunk);
+    for (int k = 0; k < N - 1; ++k) {
+      const size_t si = size_t((r - k - 1 + 2 * N) % N), ti = size_t((r - k - 2 + 2 * N) % N);
+      const size_t sn = size_t(s.counts[si]), tn = size_t(s.counts[ti]);
+      const float* send = buf + s.displs[si];
+      float* into = buf + s.displs[ti];
+      // The segments sent and received differ in size (so in messages): each side posts its own.
+      const size_t chunks = (std::max(sn, tn) + kChunk - 1) / kChunk;
+      for (size_t c = 0; c < chunks; ++c) {
+        const size_t o = c * kChunk;
+        const int sc = o < sn ? int(std::min(kChunk, sn - o)) : 0, tc = o < tn ? int(std::min(kChunk, tn - o)) : 0;
+        MPI_Request req[2];
+        int nreq = 0;
+        if (tc > 0) MPI_Irecv(scratch_.data(), tc, MPI_FLOAT, prev, kRingTag, MPI_COMM_WORLD, &req[nreq++]);
+        if (sc > 0) MPI_Isend(send + o, sc, MPI_FLOAT, next, kRingTag, MPI_COMM_WORLD, &req[nreq++]);
+        MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        float* dst = into + o;
+        const float* src = scratch_.data();
+        for (int i = 0; i < tc; ++i) dst[i] += src[i];
+      }
+    }
+  }
+
   static void allreduce(void* buf, size_t n, MPI_Datatype type, size_t elem) {
     auto* p = static_cast<char*>(buf);
     for (size_t done = 0; done < n;) {
@@ -173,6 +211,10 @@ class MpiComm final : public Communicator {
     std::shared_ptr<CommHandle::State> state;
     std::function<void()> fn;
   };
+  static constexpr size_t kRingBytes = size_t(256) << 10;  // all-reduces from here on go round the ring
+  static constexpr size_t kChunk = size_t(1) << 20;       // floats a message of the ring (4 MiB)
+  static constexpr int kRingTag = 0x6770;
+  std::vector<float> scratch_;  // the ring's receive buffer (worker thread only)
   int rank_ = 0, size_ = 1;
   bool multiple_ = false;
   std::mutex mu_;

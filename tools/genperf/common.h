@@ -77,6 +77,7 @@ int cmd_test_ops(int argc, char** argv);
 int cmd_test_comm(int argc, char** argv);
 int cmd_sr(int argc, char** argv);
 int cmd_bench_sr(int argc, char** argv);
+int cmd_bench_comm(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 
 }  // namespace genperf::cli

@@ -283,8 +283,9 @@ int cmd_bench(int argc, char** argv) {
   const std::string kind = argc > 2 ? argv[2] : "";
   if (kind == "train") return cmd_bench_train(argc, argv);
   if (kind == "sr") return cmd_bench_sr(argc, argv);
+  if (kind == "comm") return cmd_bench_comm(argc, argv);
   if (kind != "infer") {
-    std::printf("usage: genperf bench infer|train|sr [options]   (each with --help)\n");
+    std::printf("usage: genperf bench infer|train|sr|comm [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
   Args a("bench infer",
