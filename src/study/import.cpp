@@ -144,7 +144,7 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
   ImportResult r;
   r.kind = kind->name;
   r.metrics = int64_t(stats.size());
-  r.uuid = content_uuid(record.dump());
+  r.uuid = content_uuid(canonical_json(record));  // the same record, whatever its key order
   if (s.has_run(r.uuid)) {
     r.already_stored = true;
     return r;
