@@ -1,5 +1,8 @@
 // Export of the store's metric rows as CSV (RFC 4180) and JSON, for spreadsheets, pandas and
 // plotting scripts; each row carries its run, machine, device and workload.
+#include <string>
+#include <vector>
+
 #include "genperf/fileio.h"
 #include "genperf/study_store.h"
 
