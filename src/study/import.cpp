@@ -2,8 +2,8 @@
 // Which benchmark wrote it and what defines its workload are rows of a table; the metrics are
 // found by walking the record for Stats-valued fields, so a figure added to a benchmark is stored
 // without a change here.
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "genperf/error.h"
