@@ -14,6 +14,7 @@ case "${1:-}" in
       libcfitsio-dev  # FITS images (src/io/fits_*.cpp)
       zlib1g-dev      # the FITS reader's own check of gzip-compressed tiles (src/io/fits_tiles.cpp)
       libpng-dev      # PNG images (src/io/png.cpp)
+      libsqlite3-dev  # the study's results store (src/study/)
       libopenmpi-dev openmpi-bin  # data-parallel and sharded training across ranks (src/comm/)
       python3-numpy python3-sentencepiece
       python3-astropy  # tests only: an independent FITS and WCS reader for tests/io/test_fits.cpp

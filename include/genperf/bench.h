@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "genperf/json.h"
@@ -24,10 +25,15 @@ struct Stats {
 // timed work; returns the seconds per call.
 Stats measure(const std::function<void()>& fn, int warmup = 1, int reps = 5, double min_seconds = 0.0);
 
-// Where and how a figure was measured.
+// Where and how a figure was measured. hostname, os, cores and memory_bytes name the machine
+// (the results store tells machines apart by them, docs/STUDY.md); libraries are the versions
+// the figures depend on (compiler, oneDNN, OpenMP), as name -> version.
 struct Provenance {
   std::string cpu, isa_flags, isa_path, commit, build_type, date, command;
-  int threads = 0;
+  std::string hostname, os;
+  int threads = 0, cores = 0;
+  int64_t memory_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> libraries;
   Json to_json() const;
 };
 Provenance provenance(const std::string& command);

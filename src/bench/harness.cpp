@@ -1,8 +1,12 @@
 #include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include "genperf/bench.h"
 #include "genperf/error.h"
@@ -50,6 +54,32 @@ Stats measure(const std::function<void()>& fn, int warmup, int reps, double min_
   return Stats::of(std::move(t));
 }
 
+namespace {
+
+std::string hostname() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
+}
+
+std::string os_name() {
+  struct utsname u {};
+  return uname(&u) == 0 ? cat(u.sysname, " ", u.release) : "";
+}
+
+std::vector<std::pair<std::string, std::string>> library_versions() {
+  const dnnl_version_t* d = dnnl_version();
+#if defined(__clang__)
+  const std::string compiler = cat("clang ", __clang_major__, ".", __clang_minor__, ".", __clang_patchlevel__);
+#else
+  const std::string compiler = cat("gcc ", __GNUC__, ".", __GNUC_MINOR__, ".", __GNUC_PATCHLEVEL__);
+#endif
+  return {{"compiler", compiler},
+          {"onednn", cat(d->major, ".", d->minor, ".", d->patch)},
+          {"openmp", cat(_OPENMP)}};  // the version of the OpenMP specification, as yyyymm
+}
+
+}  // namespace
+
 Provenance provenance(const std::string& command) {
   Provenance p;
   const auto& f = cpu_features();
@@ -60,6 +90,11 @@ Provenance provenance(const std::string& command) {
   p.commit = GENPERF_COMMIT;
   p.build_type = GENPERF_BUILD_TYPE;
   p.command = command;
+  p.hostname = hostname();
+  p.os = os_name();
+  p.cores = int(sysconf(_SC_NPROCESSORS_ONLN));
+  p.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
+  p.libraries = library_versions();
   char buf[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -68,9 +103,13 @@ Provenance provenance(const std::string& command) {
 }
 
 Json Provenance::to_json() const {
+  Json::Object libs;
+  for (const auto& [name, version] : libraries) libs.emplace_back(name, version);
   return Json(Json::Object{{"cpu", cpu},         {"isa_flags", isa_flags}, {"isa_path", isa_path},
                            {"threads", threads}, {"commit", commit},       {"build_type", build_type},
-                           {"date", date},       {"command", command},     {"gpu", "none"}});
+                           {"date", date},       {"command", command},     {"gpu", "none"},
+                           {"hostname", hostname}, {"os", os},             {"cores", cores},
+                           {"memory_bytes", memory_bytes}, {"libraries", Json(std::move(libs))}});
 }
 
 size_t peak_rss_bytes() {

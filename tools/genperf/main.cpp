@@ -419,7 +419,8 @@ void usage(FILE* f) {
       "  info            a model's configuration, size and memory\n"
       "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n"
       "  test-comm       the collectives across a job's ranks (mpirun -np N genperf test-comm)\n"
-      "  sr train|upscale|eval|degrade  diffusion super-resolution of maps (FITS, PNG)\n",
+      "  sr train|upscale|eval|degrade  diffusion super-resolution of maps (FITS, PNG)\n"
+      "  study import|merge|export|show  the results store: bench records in, stores of several machines merged, CSV/JSON out\n",
       f);
 }
 
@@ -440,6 +441,7 @@ static int run_verb(const std::string& verb, int argc, char** argv) {
   if (verb == "test-comm") return cmd_test_comm(argc, argv);
   if (verb == "plan") return cmd_plan(argc, argv);
   if (verb == "sr") return cmd_sr(argc, argv);
+  if (verb == "study") return cmd_study(argc, argv);
   std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
   usage(stderr);
   return 2;

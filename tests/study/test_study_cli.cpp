@@ -1,0 +1,141 @@
+// `genperf study` end to end: real records of `genperf bench infer`, `train` and `sr` imported,
+// stores merged in either form, exported and shown; bad input gives an error naming the file, a
+// non-zero exit and no file left behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "common/test_util.h"
+#include "genperf/fileio.h"
+#include "genperf/json.h"
+
+using namespace genperf;
+using genperf::testing::CliResult;
+using genperf::testing::run_genperf;
+using genperf::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One record of each benchmark, on the smallest shapes, made once for the suite.
+class StudyCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("study-cli");
+    for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{
+             {"infer", "bench infer --model random:tiny --reps 2 --prefill 16 --decode-prompt 8 --decode-tokens 2"},
+             {"train", "bench train --model random:tiny --seq 16 --reps 2"},
+             {"sr", "bench sr --batch 1 --size 16 --reps 2"}}) {
+      const CliResult r = run_genperf(args + " --no-peaks --threads 2 --json --out " + record(name), *dir_);
+      ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+    }
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string record(const std::string& name) { return *dir_ / (name + ".json"); }
+  static TempDir* dir_;
+  TempDir tmp_{"study-cli-case"};
+};
+TempDir* StudyCli::dir_ = nullptr;
+
+int64_t count_of(const std::string& show, const std::string& what) {
+  const size_t at = show.find(" " + what);
+  EXPECT_NE(at, std::string::npos) << what << " in " << show;
+  size_t start = show.rfind(' ', at - 1);
+  start = start == std::string::npos ? 0 : start + 1;
+  return std::stoll(show.substr(start, at - start));
+}
+
+}  // namespace
+
+TEST_F(StudyCli, ImportMergeExportShow) {
+  const std::string a = tmp_ / "a.db", b = tmp_ / "b.db", c = tmp_ / "c.db";
+  CliResult r = run_genperf("study import --db " + a + " " + record("infer") + " " + record("train"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench infer run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bench train run"), std::string::npos) << r.out;
+  r = run_genperf("study import " + record("infer") + " --db " + a, tmp_);  // the same record again
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(already stored)"), std::string::npos) << r.out;
+  ASSERT_EQ(run_genperf("study import --db " + b + " " + record("sr"), tmp_).code, 0);
+
+  r = run_genperf("study merge --db " + c + " " + a + " " + b, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  CliResult show = run_genperf("study show --db " + c, tmp_);
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(count_of(show.out, "runs"), 3);
+  EXPECT_EQ(count_of(show.out, "machines"), 1);
+  EXPECT_NE(show.out.find("train_step_seconds"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("prefill[tokens=16].seconds"), std::string::npos) << show.out;
+  const int64_t metrics = count_of(show.out, "metrics"), samples = count_of(show.out, "samples");
+  EXPECT_EQ(samples, 2 * metrics);  // every metric of these records has its two repetitions
+
+  // The form: into the first store named; again, and the other way round: no duplicates.
+  for (const std::string& args : {a + " " + b, a + " " + b + " " + c, b + " " + a}) {
+    r = run_genperf("study merge " + args, tmp_);
+    ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+  }
+  for (const std::string& db : {a, b}) {
+    show = run_genperf("study show --db " + db, tmp_);
+    EXPECT_EQ(count_of(show.out, "runs"), 3) << db;
+    EXPECT_EQ(count_of(show.out, "samples"), samples) << db;
+  }
+
+  r = run_genperf("study export --db " + a + " --csv " + (tmp_ / "a.csv") + " --json " + (tmp_ / "a.json"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse_file(tmp_ / "a.json");
+  ASSERT_EQ(j.as_array().size(), size_t(metrics));
+  std::set<std::string> kinds;
+  for (const Json& m : j.as_array()) {
+    kinds.insert(m.at("workload").as_string());
+    EXPECT_EQ(m.at("samples").as_array().size(), 2u);
+    EXPECT_EQ(m.at("threads").as_int(), 2);
+    EXPECT_FALSE(m.at("commit").as_string().empty());
+    EXPECT_NE(m.at("command").as_string().find("--out"), std::string::npos);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"bench infer", "bench sr", "bench train"}));
+  const std::string csv = read_text_file(tmp_ / "a.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), metrics + 1);
+}
+
+TEST_F(StudyCli, BadInputNamesTheFileAndLeavesNothing) {
+  const std::string fresh = tmp_ / "fresh.db", bad = tmp_ / "bad.json";
+  write_file_atomic(bad, "{\"loss\": 1.5}\n");
+  CliResult r = run_genperf("study import --db " + fresh + " " + record("infer") + " " + bad, tmp_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));  // not created half-written
+
+  r = run_genperf("study import --db " + fresh + " " + (tmp_ / "missing.json"), tmp_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+
+  const std::string junk = tmp_ / "junk.db", out = tmp_ / "out.csv";
+  write_file_atomic(junk, std::string(2048, 'j'));
+  r = run_genperf("study export --db " + junk + " --csv " + out, tmp_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(junk + ": not an SQLite database"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  ASSERT_EQ(run_genperf("study import --db " + fresh + " " + record("sr"), tmp_).code, 0);
+  r = run_genperf("study merge --db " + (tmp_ / "merged.db") + " " + fresh + " " + junk, tmp_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(junk), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "merged.db"));
+  r = run_genperf("study merge " + (tmp_ / "typo.db") + " " + fresh, tmp_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("typo.db: no such results store"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "typo.db"));
+
+  EXPECT_EQ(run_genperf("study", tmp_).code, 2);
+  EXPECT_EQ(run_genperf("study no-such-step --db " + fresh, tmp_).code, 2);
+  EXPECT_EQ(run_genperf("study --help", tmp_).code, 0);
+  EXPECT_EQ(run_genperf("study export --db " + fresh, tmp_).code, 1);  // no output named
+  for (const char* sub : {"import", "merge", "export", "show"}) {
+    r = run_genperf(std::string("study ") + sub + " --help", tmp_);
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.out.find("usage: genperf study"), std::string::npos) << sub;
+  }
+}
