@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--genperf", default=os.path.join(HERE, "..", "build", "genperf"))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--efficiency", type=float, help="the planner's efficiency (default: calibrated)")
+    ap.add_argument("--modeled-link", action="store_true",
+                    help="plan with the modeled link instead of the collectives measured by bench comm")
+    ap.add_argument("--workdir", default="/tmp", help="where the bench comm records go")
     ap.add_argument("--tie", type=float, default=0.05, help="a mode within this of the fastest counts as fastest")
     ap.add_argument("--json", help="also write every case here")
     a = ap.parse_args()
@@ -54,9 +57,23 @@ def main():
             cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n)] + cmd
         return run(cmd, env)
 
+    # The collectives at each rank count, measured once (`genperf bench comm`, 25 MiB: a bucket).
+    comm = {}
+    for n in RANKS:
+        if n > 1:
+            comm[n] = os.path.join(a.workdir, f"comm{n}.json")
+            subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(n), g, "bench", "comm",
+                            "--mb", "25", "--threads", "1", "--out", comm[n]], env=env, check=True,
+                           capture_output=True)
+            c = json.load(open(comm[n]))["collectives"]
+            print(f"collectives at {n} ranks: all-reduce {c['all_reduce']['bus_gbs']:.2f}, reduce-scatter "
+                  f"{c['reduce_scatter']['bus_gbs']:.2f}, all-gather {c['all_gather']['bus_gbs']:.2f} GB/s bus bandwidth")
+
     def plan(model, seq, batch, n, eff):
+        extra = ["--comm", comm[n]] if n in comm and not a.modeled_link else []
         return run([g, "plan", "--model", model, "--seq", str(seq), "--batch", str(batch), "--ranks", str(n),
-                    "--peak-gflops", str(peak), "--bandwidth-gbs", str(bw), "--efficiency", str(eff), "--json"], env)
+                    "--peak-gflops", str(peak), "--bandwidth-gbs", str(bw), "--efficiency", str(eff), "--json"] + extra,
+                   env)
 
     eff = a.efficiency
     calib = None

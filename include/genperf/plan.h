@@ -39,6 +39,18 @@ struct Figure {
   Json to_json() const;  // {"value": v, "kind": "measured" | "modeled" | "given"}
 };
 
+// Collectives as `genperf bench comm` measured them on a job of `ranks` ranks: the bus bandwidth
+// (bytes a rank sends by the ring convention, over the time) of each, 1e9 bytes/s.
+struct CollectiveFigures {
+  int ranks = 0;
+  double message_bytes = 0;
+  double all_reduce_gbs = 0, reduce_scatter_gbs = 0, all_gather_gbs = 0;
+  std::string source;  // the record's file
+  Json to_json() const;
+};
+// From a `genperf bench comm --out` record; throws naming `path` when it is not one.
+CollectiveFigures collective_figures(const Json& record, const std::string& path);
+
 // One device: capacity and bandwidth of its memory, its dense (not 2:4 sparse) peak TFLOPS per
 // compute type where the vendor publishes one (absent otherwise: never a guess), and the
 // bandwidth a collective gets from it.
@@ -57,6 +69,8 @@ struct DeviceSpec {
   // The ranks of a job share this one device (this machine: every rank runs on its cores), so
   // each gets 1/N of its peak, bandwidths and memory; a catalogued device is one per rank.
   bool shared_by_ranks = false;
+  // Measured collectives (plan --comm): used in place of link_gbs for jobs of their rank count.
+  std::optional<CollectiveFigures> collectives;
   // The peak that genperf's precision runs at: f32 -> fp32 (genperf's f32 never rounds to TF32),
   // bf16 -> bf16. Absent when the vendor publishes none.
   std::optional<Figure> peak_tflops(Precision p) const;

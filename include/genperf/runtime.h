@@ -23,6 +23,7 @@ enum class Isa { Generic = 0, Avx2 = 1, Avx512 = 2 };
 Isa isa();
 const char* isa_name(Isa i);
 void set_isa(Isa i);  // for tests: clamps to what the CPU supports
+Isa cpu_isa();        // the best level the CPU supports, whatever GENPERF_ISA says
 
 // Whether the AVX2 level's integer kernels take AVX-VNNI (vpdpbusd on 256-bit registers; Intel
 // since Alder Lake and Sierra Forest, AMD since Zen 5): the CPU has it and GENPERF_ISA is not

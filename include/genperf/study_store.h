@@ -151,7 +151,9 @@ struct ImportResult {
 // Stats-valued field (median, min, max, samples) is a measured metric of the record's workload,
 // on the CPU its provenance names. `source` (a file name) goes into errors, which also name the
 // field at fault; a JSON that is not a bench record is refused.
-ImportResult import_bench_record(ResultsStore& s, const Json& record, const std::string& source);
+// suite: the study suite that ran it ("quick", "full"; empty for a record imported by hand).
+ImportResult import_bench_record(ResultsStore& s, const Json& record, const std::string& source,
+                                 const std::string& suite = "");
 
 // Export of rows (ResultsStore::metrics): one CSV line (RFC 4180) or JSON object per metric, with
 // its run, machine, device and workload; samples joined by ';' in CSV, an array in JSON. Written

@@ -44,7 +44,37 @@ Json DeviceSpec::to_json() const {
                       {"link", link},
                       {"source", source},
                       {"note", note},
-                      {"shared_by_ranks", shared_by_ranks}};
+                      {"shared_by_ranks", shared_by_ranks},
+                      {"collectives", collectives ? collectives->to_json() : Json()}};
+}
+
+Json CollectiveFigures::to_json() const {
+  return Json::Object{{"ranks", ranks},
+                      {"message_bytes", message_bytes},
+                      {"all_reduce_gbs", Figure{all_reduce_gbs, FigureKind::Measured}.to_json()},
+                      {"reduce_scatter_gbs", Figure{reduce_scatter_gbs, FigureKind::Measured}.to_json()},
+                      {"all_gather_gbs", Figure{all_gather_gbs, FigureKind::Measured}.to_json()},
+                      {"source", source}};
+}
+
+CollectiveFigures collective_figures(const Json& record, const std::string& path) {
+  const Json* c = record.find("collectives");
+  const Json* n = record.find("ranks");
+  GP_CHECK(c && n && c->is_object() && n->is_number(), "[plan] ", path,
+           ": not a `genperf bench comm` record (no ranks and collectives)");
+  CollectiveFigures f;
+  f.ranks = int(n->as_int());
+  f.source = path;
+  if (const Json* m = record.find("message_bytes")) f.message_bytes = m->as_number();
+  auto bus = [&](const char* name) {
+    const Json* k = c->find(name);
+    const Json* g = k ? k->find("bus_gbs") : nullptr;
+    GP_CHECK(g && g->is_number() && g->as_number() > 0, "[plan] ", path, ": no positive bus_gbs for ", name);
+    return g->as_number();
+  };
+  f.all_reduce_gbs = bus("all_reduce"), f.reduce_scatter_gbs = bus("reduce_scatter"), f.all_gather_gbs = bus("all_gather");
+  GP_CHECK(f.ranks >= 2, "[plan] ", path, ": measured on ", f.ranks, " rank(s): collectives need 2 or more");
+  return f;
 }
 
 namespace {
@@ -408,24 +438,39 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   const double backward_s = p.compute_s - forward_s;
   const double owned = double(s == ShardMode::None ? size_t(P) : ceil_div(P, N));
   p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
-  const double link = d.link_gbs.value * 1e9 * o.comm_efficiency;
-  p.comm_s = p.comm_bytes / link;
   if (N > 1) {
-    const double pass_s = double(P) * double(N - 1) / double(N) * sizeof(float) / link;  // one P (N-1)/N
+    // Seconds of each collective over all P parameters: at the measured bus bandwidths (plan
+    // --comm, a job of this rank count), else at the link's (an all-reduce sends two passes).
+    const double pass_bytes = double(P) * double(N - 1) / double(N) * sizeof(float);  // one P (N-1)/N
+    double all_reduce_s, reduce_scatter_s, all_gather_s;
+    if (d.collectives && d.collectives->ranks == N) {
+      all_reduce_s = 2 * pass_bytes / (d.collectives->all_reduce_gbs * 1e9);
+      reduce_scatter_s = pass_bytes / (d.collectives->reduce_scatter_gbs * 1e9);
+      all_gather_s = pass_bytes / (d.collectives->all_gather_gbs * 1e9);
+    } else {
+      const double link = d.link_gbs.value * 1e9 * o.comm_efficiency;
+      reduce_scatter_s = all_gather_s = pass_bytes / link;
+      all_reduce_s = 2 * reduce_scatter_s;
+    }
     const double bucket = std::min(1.0, double(o.bucket_bytes) / (double(P) * sizeof(float)));
     const double unit = double(largest_unit_params(c)) / double(P);
     switch (s) {
       case ShardMode::None:  // all-reduce of the buckets during backward
-        p.exposed_comm_s = exposed(2 * pass_s, 2 * pass_s * bucket, backward_s, o.overlap);
+        p.comm_s = all_reduce_s;
+        p.exposed_comm_s = exposed(all_reduce_s, all_reduce_s * bucket, backward_s, o.overlap);
         break;
       case ShardMode::Optimizer:
       case ShardMode::Grads:  // reduce-scatter during backward, all-gather after the update
-        p.exposed_comm_s = exposed(pass_s, pass_s * bucket, backward_s, o.overlap) + pass_s;
+        p.comm_s = reduce_scatter_s + all_gather_s;
+        p.exposed_comm_s = exposed(reduce_scatter_s, reduce_scatter_s * bucket, backward_s, o.overlap) + all_gather_s;
         break;
-      case ShardMode::Full:  // gather in forward; gather and reduce-scatter in backward
-        p.exposed_comm_s = exposed(pass_s, pass_s * unit, forward_s, o.overlap) +
-                           exposed(2 * pass_s, 2 * pass_s * unit, backward_s, o.overlap);
+      case ShardMode::Full: {  // gather in forward; gather and reduce-scatter in backward
+        const double back = all_gather_s + reduce_scatter_s;
+        p.comm_s = all_gather_s + back;
+        p.exposed_comm_s = exposed(all_gather_s, all_gather_s * unit, forward_s, o.overlap) +
+                           exposed(back, back * unit, backward_s, o.overlap);
         break;
+      }
     }
   }
   p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s;

@@ -111,6 +111,8 @@ bool avx_vnni() {
   return on;
 }
 
+Isa cpu_isa() { return best_isa(cpu_features()); }
+
 const char* isa_path() {
   return isa() == Isa::Avx2 && avx_vnni() ? "avx2+avxvnni" : isa_name(isa());
 }

@@ -26,7 +26,7 @@ const std::vector<BenchKind>& bench_kinds() {
        {"model", "parameters", "weight_types", "kv_type", "decode.prompt_tokens", "decode.tokens_per_rep"}},
       {"bench train", "step_seconds",
        {"model", "batch", "seq", "attention", "checkpoint_layers", "precision", "lora", "ranks", "shard", "overlap"}},
-      {"bench sr", "train_step_seconds", {"model", "batch", "size", "config"}},
+      {"bench sr", "train_step_seconds", {"model", "batch", "size", "config", "ranks", "shard"}},
   };
   return kinds;
 }
@@ -124,7 +124,8 @@ void collect(const Json& j, const std::string& path, const std::string& key,
 
 }  // namespace
 
-ImportResult import_bench_record(ResultsStore& s, const Json& record, const std::string& source) {
+ImportResult import_bench_record(ResultsStore& s, const Json& record, const std::string& source,
+                                 const std::string& suite) {
   GP_CHECK(record.is_object(), "[study] ", source, ": not a genperf bench record (a JSON ", record.type_name(),
            ", not an object)");
   const Provenance p = provenance_of(record, source);
@@ -151,7 +152,7 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
     return r;
   }
   ResultsStore::Transaction t(s);
-  RunRecord run = run_record(p, "");
+  RunRecord run = run_record(p, suite);
   run.uuid = r.uuid;
   const int64_t id = s.begin_run(machine_record(p), run);
   const DeviceRecord cpu{"cpu", p.cpu, p.isa_path};

@@ -139,3 +139,33 @@ TEST_F(StudyCli, BadInputNamesTheFileAndLeavesNothing) {
     EXPECT_NE(r.out.find("usage: genperf study"), std::string::npos) << sub;
   }
 }
+
+// `genperf study --suite quick`: every workload of the suite on this machine (its ISA levels; 2
+// ranks where mpirun is present), each record kept and stored once under the suite; a study
+// missing a record (interrupted) runs that workload alone when started again.
+TEST_F(StudyCli, TheQuickSuiteRunsStoresAndResumes) {
+  setenv("ASAN_OPTIONS", "detect_leaks=0", 1);  // OpenMPI's own allocations, in the sanitizer build
+  const std::string models = std::string(GENPERF_TEST_DIR) + "/../models", out = tmp_ / "study";
+  CliResult r = run_genperf("study --suite quick --out " + out + " --models " + models, tmp_);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  int64_t n = 0;
+  for (const auto& e : fs::directory_iterator(out + "/records")) n += e.path().extension() == ".json";
+  EXPECT_GE(n, 9) << r.out;  // 1+ ISA levels, 4 attention runs, 1+ rank runs, 1+ SR runs
+  EXPECT_NE(r.out.find("/" + std::to_string(n) + "] infer.generic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train.flash.seq512"), std::string::npos) << r.out;
+  CliResult show = run_genperf("study show --db " + out + "/study.db", tmp_);
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(count_of(show.out, "runs"), n) << show.out;
+
+  fs::remove(out + "/records/train.flash.seq128.json");
+  r = run_genperf("study --suite quick --out " + out + " --models " + models, tmp_);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  int64_t kept = 0;
+  for (size_t at = 0; (at = r.out.find("kept from an earlier run", at)) != std::string::npos; ++at) ++kept;
+  EXPECT_EQ(kept, n - 1) << r.out;
+  EXPECT_TRUE(fs::exists(out + "/records/train.flash.seq128.json"));
+
+  r = run_genperf("study --out " + std::string(tmp_ / "other") + " --models " + std::string(tmp_ / "nowhere"), tmp_);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(std::string(tmp_ / "nowhere") + "/default/config.json is missing"), std::string::npos) << r.err;
+}

@@ -34,6 +34,10 @@ void print_device(const PlanResult& r) {
               figure(d.memory_bytes, 1e-9, "GB").c_str(), figure(d.memory_gbs, 1, "GB/s").c_str());
   std::printf("           dense peaks %s\n", peaks.empty() ? "none published" : peaks.c_str());
   std::printf("           link %s a direction (%s)\n", figure(d.link_gbs, 1, "GB/s").c_str(), d.link.c_str());
+  if (const auto& k = d.collectives)
+    std::printf("           collectives at %d ranks, measured (%s): all-reduce %.2f, reduce-scatter %.2f, all-gather "
+                "%.2f GB/s bus bandwidth\n",
+                k->ranks, k->source.c_str(), k->all_reduce_gbs, k->reduce_scatter_gbs, k->all_gather_gbs);
   if (r.capacity.kind == FigureKind::Given)
     std::printf("           memory per rank capped at %s (--mem-gb)\n", figure(r.capacity, 1e-9, "GB").c_str());
   std::printf("source     %s\n", d.source.c_str());
@@ -110,6 +114,8 @@ int cmd_plan(int argc, char** argv) {
           {"mem-gb", "memory per rank at most this many GB (1e9 bytes)", "", false, true},
           {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
           {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
+          {"comm", "this machine: `genperf bench comm --out` records (comma-separated), each used for jobs of its "
+                   "rank count in place of the modeled link", "", false, true},
           {"inference", "plan inference instead: weights and KV cache", "", true},
           {"ctx", "inference: tokens of context per sequence", "2048"},
           {"dtype", "inference: weight type (f32, f16, bf16, q8_0, q4_k, ...)", "bf16"},
@@ -170,11 +176,18 @@ int cmd_plan(int argc, char** argv) {
     }
     d = this_machine(m);
   } else {
+    GP_CHECK(!a.has("comm"), "[plan] --comm gives this machine's measured collectives: it needs --device cpu");
     d = catalog_device(device);
   }
+  std::vector<CollectiveFigures> measured;
+  if (a.has("comm"))
+    for (const std::string& f : split(a.str("comm"), ',')) measured.push_back(collective_figures(Json::parse_file(f), f));
   Json::Array records;
   for (int n : ranks) {
     o.ranks = n;
+    d.collectives.reset();
+    for (const CollectiveFigures& f : measured)
+      if (f.ranks == n) d.collectives = f;
     PlanResult r = plan_job(c, d, o);
     r.model = spec;
     if (!json) {

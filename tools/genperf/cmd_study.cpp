@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "genperf/error.h"
+#include "genperf/study.h"
 #include "genperf/study_store.h"
 
 namespace genperf::cli {
@@ -147,14 +148,47 @@ int cmd_study_show(int argc, char** argv) {
 
 }  // namespace
 
+// genperf study [--suite quick|full] [--out DIR]: the study's workloads on this machine.
+int cmd_study_run(int argc, char** argv) {
+  Args a("study",
+         {{"suite", "quick (the embedded default models, minutes) or full (the whole study)", "quick"},
+          {"out", "the study directory: records/, logs/, study.db (an interrupted study resumes there)", "study"},
+          {"db", "the results store (default: <out>/study.db)", "", false, true},
+          {"models", "the directory of the embedded default models", "models"},
+          {"no-mpi", "skip the workloads of several ranks", "", true}},
+         argc, argv, 2);
+  if (run_help(a)) return 0;
+  StudyOptions o;
+  o.suite = a.str("suite"), o.dir = a.str("out"), o.models = a.str("models"), o.mpi = !a.flag("no-mpi");
+  if (a.has("db")) o.db = a.str("db");
+  o.genperf = fs::read_symlink("/proc/self/exe").string();
+  const size_t n = study_workloads(o).size();
+  std::printf("study: the %s suite, %zu workloads, into %s\n", o.suite.c_str(), n, o.dir.c_str());
+  std::fflush(stdout);
+  run_study(o, [](const StudyProgress& p) {
+    if (p.resumed)
+      std::printf("[%2d/%d] %-24s kept from an earlier run\n", p.index, p.total, p.workload->id.c_str());
+    else
+      std::printf("[%2d/%d] %-24s %6.1f s\n", p.index, p.total, p.workload->id.c_str(), p.seconds);
+    std::fflush(stdout);
+  });
+  const ResultsStore s(o.db.empty() ? o.dir + "/study.db" : o.db, ResultsStore::Mode::Existing);
+  const StoreCounts c = s.counts();
+  std::printf("study: %lld runs, %lld metrics, %lld samples in %s\n", (long long)c.runs, (long long)c.metrics,
+              (long long)c.samples, s.path().c_str());
+  return 0;
+}
+
 int cmd_study(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
+  if (sub.empty() || (sub.rfind("--", 0) == 0 && sub != "--help")) return cmd_study_run(argc, argv);
   if (sub == "import") return cmd_study_import(argc, argv);
   if (sub == "merge") return cmd_study_merge(argc, argv);
   if (sub == "export") return cmd_study_export(argc, argv);
   if (sub == "show") return cmd_study_show(argc, argv);
   const bool help = sub == "--help" || sub == "-h";
-  std::fputs("usage: genperf study import|merge|export|show [options]   (each takes --help)\n"
+  std::fputs("usage: genperf study [--suite quick|full --out DIR]   run the study's workloads here\n"
+             "       genperf study import|merge|export|show [options]   (each takes --help)\n"
              "  import --db FILE RECORD.json...        store records of genperf bench infer|train|sr\n"
              "  merge [--db OUT.db] A.db B.db...       join stores of several machines (into the first without --db)\n"
              "  export --db FILE --csv OUT | --json OUT  one row per metric, with every sample\n"
