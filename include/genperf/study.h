@@ -8,7 +8,11 @@
 //   train.<attn>.seq<S>   bench train, naive and flash attention at two sequence lengths;
 //   train.ranks<N>.<mode> bench train on 1 rank, and on 2 unsharded and fully sharded (when
 //                         mpirun is present): scaling and the cost of sharding;
-//   sr.ranks<N>           bench sr, training and sampling steps, on 1 and 2 ranks.
+//   sr.ranks<N>           bench sr, training and sampling steps, on 1 and 2 ranks;
+//   quant.<recipe>.<what> with --text (and --tasks): the default model as it is (bf16) and
+//                         quantized (q8_0, q4_k_m, q4_0): KL against it and perplexity on the
+//                         text (eval kl), multiple-choice accuracy (eval mc) and the speed of
+//                         the quantized model (bench infer): accuracy against size.
 // The full suite adds lengths, every shard mode, 4 ranks and larger batches.
 //
 // A workload whose record is already in the directory is not run again: an interrupted study
@@ -26,6 +30,9 @@ struct StudyWorkload {
   std::vector<std::string> args;  // genperf's arguments (--out is added)
   std::vector<std::pair<std::string, std::string>> env;  // e.g. GENPERF_ISA
   int ranks = 1;                  // > 1: under mpirun
+  // A genperf command that makes the file `prepared` first, unless it exists (a quantized model).
+  std::vector<std::string> prepare;
+  std::string prepared;
 };
 
 struct StudyOptions {
@@ -35,6 +42,8 @@ struct StudyOptions {
   std::string genperf;          // the binary the workloads run
   std::string models = "models";  // where default/ and sr-default/ are
   bool mpi = true;              // run the workloads of several ranks (needs mpirun)
+  std::string text;             // held-out text for KL and perplexity; empty: no accuracy workloads
+  std::string tasks;            // multiple-choice tasks (JSONL); empty: no accuracy by eval mc
 };
 
 // The suite's workloads on this machine (its ISA levels; the ranks only with mpi).

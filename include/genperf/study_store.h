@@ -147,10 +147,12 @@ struct ImportResult {
   int64_t metrics = 0;
   bool already_stored = false;
 };
-// Stores a record written by `genperf bench infer|train|sr --out` (or --json) as a run: every
-// Stats-valued field (median, min, max, samples) is a measured metric of the record's workload,
-// on the CPU its provenance names. `source` (a file name) goes into errors, which also name the
-// field at fault; a JSON that is not a bench record is refused.
+// Stores a record written by `genperf bench infer|train|sr --out` or `genperf eval kl|mc|ppl
+// --out` (or --json) as a run: every Stats-valued field (median, min, max, samples) is a measured
+// metric of the record's workload, and an evaluation's figures (KL, accuracy, perplexity, the
+// weights' bytes) metrics of one sample, on the CPU its provenance names. `source` (a file name)
+// goes into errors, which also name the field at fault; a JSON that is not such a record is
+// refused.
 // suite: the study suite that ran it ("quick", "full"; empty for a record imported by hand).
 ImportResult import_bench_record(ResultsStore& s, const Json& record, const std::string& source,
                                  const std::string& suite = "");

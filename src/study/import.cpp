@@ -16,6 +16,9 @@ struct BenchKind {
   const char* name;
   const char* signature;                // a field only this benchmark's records have
   std::vector<const char*> parameters;  // the fields (a.b: nested) that define its workload
+  // Evaluations measure a figure once (an accuracy, a divergence, a size): these fields are
+  // metrics of one sample each, beside any Stats-valued ones.
+  std::vector<std::pair<const char*, const char*>> scalars = {};  // field, unit
 };
 
 // The measured figures are not parameters: tokens/s, GFLOP/s, memory and peaks follow from the
@@ -27,6 +30,12 @@ const std::vector<BenchKind>& bench_kinds() {
       {"bench train", "step_seconds",
        {"model", "batch", "seq", "attention", "checkpoint_layers", "precision", "lora", "ranks", "shard", "overlap"}},
       {"bench sr", "train_step_seconds", {"model", "batch", "size", "config", "ranks", "shard"}},
+      {"eval kl", "kl_mean", {"model", "ref", "weight_types", "parameters"},
+       {{"kl_mean", "nats"}, {"kl_p99", "nats"}, {"top1_agreement", ""}, {"ppl", ""}, {"ppl_delta", ""},
+        {"weights_bytes", "bytes"}}},
+      {"eval mc", "acc_norm", {"model", "weight_types", "parameters", "n"},
+       {{"acc", ""}, {"acc_norm", ""}, {"weights_bytes", "bytes"}}},
+      {"eval ppl", "nll", {"model", "weight_types", "parameters"}, {{"ppl", ""}, {"nll", "nats"}, {"weights_bytes", "bytes"}}},
   };
   return kinds;
 }
@@ -132,8 +141,8 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
   const BenchKind* kind = nullptr;
   for (const BenchKind& k : bench_kinds())
     if (record.find(k.signature)) kind = &k;
-  GP_CHECK(kind, "[study] ", source, ": not a record of bench infer, train or sr (none of decode, step_seconds, "
-           "train_step_seconds)");
+  GP_CHECK(kind, "[study] ", source, ": not a record of bench infer, train, sr or eval kl, mc, ppl (none of decode, "
+           "step_seconds, train_step_seconds, kl_mean, acc_norm, nll)");
   Workload w{kind->name, Json::Object{}};
   for (const char* key : kind->parameters)
     if (const Json* v = find_path(record, key)) w.params[key] = *v;
@@ -141,6 +150,12 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
   std::vector<std::pair<std::string, std::string>> names;  // metric name and unit
   std::vector<Stats> stats;
   collect(record, "", "", names, stats, source);
+  for (const auto& [field, unit] : kind->scalars) {
+    const Json* v = record.find(field);
+    GP_CHECK(v && v->is_number(), "[study] ", source, ": a ", kind->name, " record without a number at ", field);
+    names.emplace_back(field, unit);
+    stats.push_back(Stats::of({v->as_number()}));
+  }
   GP_CHECK(!stats.empty(), "[study] ", source, ": a ", kind->name, " record without a measured figure");
 
   ImportResult r;

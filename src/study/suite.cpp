@@ -79,6 +79,11 @@ std::vector<StudyWorkload> study_workloads(const StudyOptions& o) {
   const bool full = o.suite == "full";
   const std::string llm = o.models + "/default", sr = o.models + "/sr-default";
   std::vector<StudyWorkload> w;
+  auto add = [&w](std::string id, std::vector<std::string> args, int ranks = 1,
+                  std::vector<std::pair<std::string, std::string>> env = {}, std::vector<std::string> prepare = {},
+                  std::string prepared = "") {
+    w.push_back({std::move(id), std::move(args), std::move(env), ranks, std::move(prepare), std::move(prepared)});
+  };
   // Inference at every ISA level: prefill and decode of the default model, and the machine's
   // floors measured in the same run (once, at the best level: they do not depend on the path).
   const std::vector<std::string> levels = isa_levels();
@@ -86,17 +91,15 @@ std::vector<StudyWorkload> study_workloads(const StudyOptions& o) {
     std::vector<std::string> args = {"bench", "infer", "--model", llm, "--reps", full ? "7" : "5",
                                      "--prefill", full ? "128,512" : "128", "--decode-tokens", "32"};
     if (isa != levels.back()) args.push_back("--no-peaks");
-    w.push_back({"infer." + isa, args, {{"GENPERF_ISA", isa}}, 1});
+    add("infer." + isa, args, 1, {{"GENPERF_ISA", isa}});
   }
   // Fine-tuning steps, naive and flash attention, by sequence length.
   const std::vector<int64_t> lengths = full ? std::vector<int64_t>{128, 256, 512, 1024} : std::vector<int64_t>{128, 512};
   for (int64_t seq : lengths)
     for (const char* attn : {"naive", "flash"})
-      w.push_back({cat("train.", attn, ".seq", seq),
-                   {"bench", "train", "--model", "random:default", "--attn", attn, "--seq", str(seq), "--batch",
-                    str(std::max<int64_t>(1, 512 / seq)), "--reps", "3", "--no-peaks"},
-                   {},
-                   1});
+      add(cat("train.", attn, ".seq", seq), {"bench", "train", "--model", "random:default", "--attn", attn, "--seq",
+                                              str(seq), "--batch", str(std::max<int64_t>(1, 512 / seq)), "--reps",
+                                              "3", "--no-peaks"});
   // Scaling and sharding: one thread a rank, the same batch a rank (weak scaling).
   std::vector<int> ranks = {1};
   if (o.mpi) ranks.push_back(2);
@@ -105,24 +108,47 @@ std::vector<StudyWorkload> study_workloads(const StudyOptions& o) {
       full ? std::vector<std::string>{"none", "optimizer", "grads", "full"} : std::vector<std::string>{"none", "full"};
   for (int n : ranks)
     for (const std::string& mode : n == 1 ? std::vector<std::string>{"none"} : modes)
-      w.push_back({cat("train.ranks", n, ".", mode),
-                   {"bench", "train", "--model", "random:default", "--seq", "256", "--batch", "2", "--reps", "5",
-                    "--threads", "1", "--no-peaks", "--shard", mode},
-                   {},
-                   n});
+      add(cat("train.ranks", n, ".", mode),
+          {"bench", "train", "--model", "random:default", "--seq", "256", "--batch", "2", "--reps", "5", "--threads",
+           "1", "--no-peaks", "--shard", mode},
+          n);
   // The SR model: training and sampling steps; its weak scaling (--batch is the global batch).
   for (int n : ranks)
-    w.push_back({cat("sr.ranks", n),
-                 {"bench", "sr", "--model", sr, "--batch", str(4 * n), "--size", "64", "--reps", "5", "--threads", "1",
-                  "--no-peaks"},
-                 {},
-                 n});
+    add(cat("sr.ranks", n),
+        {"bench", "sr", "--model", sr, "--batch", str(4 * n), "--size", "64", "--reps", "5", "--threads", "1", "--no-peaks"},
+        n);
+  // Accuracy against size: the default model as it is and quantized, on held-out text and tasks.
+  if (!o.text.empty()) {
+    const std::vector<std::string> recipes =
+        full ? std::vector<std::string>{"bf16", "q8_0", "q6_k", "q5_k", "q4_k_m", "q4_k", "q4_0", "q3_k", "q2_k"}
+             : std::vector<std::string>{"bf16", "q8_0", "q4_k_m", "q4_0"};
+    for (const std::string& r : recipes) {
+      const bool base = r == "bf16";
+      const std::string model = base ? llm : o.dir + "/models/" + r + ".gguf";
+      std::vector<std::string> prepare;
+      if (!base)
+        prepare = {"quantize", "--model", llm, "--out", model, "--recipe", r == "q4_k_m" ? r : "uniform:" + r};
+      const std::string made = base ? "" : model;
+      // The quick suite scores the text's first 24 kB (about 6k tokens) and the first 200 tasks.
+      std::vector<std::string> kl = {"eval", "kl", "--model", model, "--ref", llm, "--text", o.text, "--ctx", "256"};
+      std::vector<std::string> mc = {"eval", "mc", "--model", model, "--tasks", o.tasks};
+      if (!full) kl.insert(kl.end(), {"--max-bytes", "24000"}), mc.insert(mc.end(), {"--limit", "200"});
+      add("quant." + r + ".kl", kl, 1, {}, prepare, made);
+      if (!o.tasks.empty()) add("quant." + r + ".mc", mc, 1, {}, prepare, made);
+      if (!base)
+        add("quant." + r + ".infer",
+            {"bench", "infer", "--model", model, "--reps", "5", "--prefill", "128", "--decode-tokens", "32", "--no-peaks"},
+            1, {}, prepare, made);
+    }
+  }
   return w;
 }
 
 void run_study(const StudyOptions& o, const std::function<void(const StudyProgress&)>& on_done) {
   GP_CHECK(!o.dir.empty(), "[study] no study directory (--out)");
   GP_CHECK(!o.genperf.empty(), "[study] internal: the genperf binary is not set");
+  for (const std::string& f : {o.text, o.tasks})
+    GP_CHECK(f.empty() || fs::exists(f), "[study] ", f, " is missing (--text, --tasks)");
   for (const char* m : {"/default/config.json", "/sr-default/config.json"})
     GP_CHECK(fs::exists(o.models + m), "[study] ", o.models + m, " is missing: --models names the directory of the ",
              "embedded default models (the repository's models/)");
@@ -138,6 +164,14 @@ void run_study(const StudyOptions& o, const std::function<void(const StudyProgre
     const StudyWorkload& w = work[i];
     const std::string record = o.dir + "/records/" + w.id + ".json", log = o.dir + "/logs/" + w.id + ".log";
     StudyProgress p{&w, int(i) + 1, int(work.size()), fs::exists(record), 0};
+    if (!p.resumed && !w.prepare.empty() && !fs::exists(w.prepared)) {
+      fs::create_directories(fs::path(w.prepared).parent_path());
+      std::vector<std::string> argv = {o.genperf};
+      argv.insert(argv.end(), w.prepare.begin(), w.prepare.end());
+      const int rc = run_logged(argv, {}, o.dir + "/logs/" + w.id + ".prepare.log");
+      GP_CHECK(rc == 0 && fs::exists(w.prepared), "[study] workload ", w.id, ": preparing ", w.prepared, " failed (exit ",
+               rc, "); its output is in ", o.dir, "/logs/", w.id, ".prepare.log");
+    }
     if (!p.resumed) {
       std::vector<std::string> argv;
       if (w.ranks > 1) argv = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(w.ranks)};

@@ -155,12 +155,17 @@ int cmd_study_run(int argc, char** argv) {
           {"out", "the study directory: records/, logs/, study.db (an interrupted study resumes there)", "study"},
           {"db", "the results store (default: <out>/study.db)", "", false, true},
           {"models", "the directory of the embedded default models", "models"},
-          {"no-mpi", "skip the workloads of several ranks", "", true}},
+          {"no-mpi", "skip the workloads of several ranks", "", true},
+          {"text", "held-out text: the quantized models' KL and perplexity against the default model", "", false, true},
+          {"tasks", "multiple-choice tasks (JSONL): the quantized models' accuracy", "", false, true}},
          argc, argv, 2);
   if (run_help(a)) return 0;
   StudyOptions o;
   o.suite = a.str("suite"), o.dir = a.str("out"), o.models = a.str("models"), o.mpi = !a.flag("no-mpi");
   if (a.has("db")) o.db = a.str("db");
+  if (a.has("text")) o.text = a.str("text");
+  if (a.has("tasks")) o.tasks = a.str("tasks");
+  GP_CHECK(!o.tasks.empty() <= !o.text.empty(), "[study] --tasks needs --text (the held-out text of the same source)");
   o.genperf = fs::read_symlink("/proc/self/exe").string();
   const size_t n = study_workloads(o).size();
   std::printf("study: the %s suite, %zu workloads, into %s\n", o.suite.c_str(), n, o.dir.c_str());

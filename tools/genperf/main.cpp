@@ -90,31 +90,58 @@ int cmd_eval(int argc, char** argv) {
     std::printf("usage: genperf eval ppl|mc|kl [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
-  std::vector<OptionSpec> specs = {kModel, kDtype, kKvType, kThreads, kJson};
+  std::vector<OptionSpec> specs = {kModel, kDtype, kKvType, kThreads, kJson,
+                                   {"out", "also write the JSON record to this file", "", false, true}};
   if (kind == "ppl" || kind == "kl") {
     specs.push_back({"text", "text file to score"});
     specs.push_back({"ctx", "tokens per window", "512"});
+    specs.push_back({"max-bytes", "score only the text's first N bytes (cut at a line's end)", "", false, true});
   }
   if (kind == "kl") {
     specs.push_back({"ref", "the reference model (same forms as --model)"});
     specs.push_back({"ref-kv-type", "the reference's KV cache type", "f32"});
   }
-  if (kind == "mc") specs.push_back({"tasks", "JSONL file: {context, choices, gold} a line"});
+  if (kind == "mc") {
+    specs.push_back({"tasks", "JSONL file: {context, choices, gold} a line"});
+    specs.push_back({"limit", "score only the first N tasks", "", false, true});
+  }
   Args a("eval " + kind, specs, argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
   const bool json = a.flag("json");
   LlamaModel m = load_model(a.str("model"), a);
-  Json out = Json::Object{{"model", m.source()}, {"eval", kind}};
+  // The model's size beside its accuracy (the study's accuracy against size).
+  Json out = Json::Object{{"model", m.source()},
+                          {"eval", kind},
+                          {"weight_types", m.weight_types()},
+                          {"weights_bytes", int64_t(m.weight_bytes())},
+                          {"parameters", int64_t(m.config().num_parameters())}};
+  // The text scored, whole or its first --max-bytes up to a line's end.
+  auto text = [&] {
+    std::string t = read_text_file(a.str("text"));
+    if (a.has("max-bytes")) {
+      const int64_t n = a.integer("max-bytes");
+      GP_CHECK(n > 0, "[eval] --max-bytes must be positive, got ", n);
+      if (size_t(n) < t.size()) t.resize(t.rfind('\n', size_t(n)) == std::string::npos ? size_t(n) : t.rfind('\n', size_t(n)) + 1);
+      out["max_bytes"] = n;
+    }
+    return t;
+  };
   if (kind == "ppl") {
-    const PerplexityResult r = perplexity(m, read_text_file(a.str("text")), a.integer("ctx"), !json);
+    const PerplexityResult r = perplexity(m, text(), a.integer("ctx"), !json);
     out["ppl"] = r.ppl;
     out["nll"] = r.nll;
     out["tokens"] = r.tokens;
     out["windows"] = r.windows;
     if (!json) std::printf("ppl %.4f  nll %.5f  tokens %lld  windows %lld\n", r.ppl, r.nll, (long long)r.tokens, (long long)r.windows);
   } else if (kind == "mc") {
-    const McResult r = multiple_choice(m, read_mc_tasks(a.str("tasks")), !json);
+    auto tasks = read_mc_tasks(a.str("tasks"));
+    if (a.has("limit")) {
+      const int64_t n = a.integer("limit");
+      GP_CHECK(n > 0, "[eval] --limit must be positive, got ", n);
+      if (size_t(n) < tasks.size()) tasks.resize(size_t(n));
+    }
+    const McResult r = multiple_choice(m, tasks, !json);
     out["acc"] = r.acc;
     out["acc_norm"] = r.acc_norm;
     out["acc_pmi"] = r.acc_pmi;
@@ -124,7 +151,7 @@ int cmd_eval(int argc, char** argv) {
   } else {
     LlamaModel ref = load_model(a.str("ref"), a);
     ref.set_kv_dtype(parse_dtype(a.str("ref-kv-type")));
-    const KlResult r = kl_divergence(m, ref, read_text_file(a.str("text")), a.integer("ctx"), !json);
+    const KlResult r = kl_divergence(m, ref, text(), a.integer("ctx"), !json);
     out["ref"] = ref.source();
     out["kl_mean"] = r.kl_mean;
     out["kl_p99"] = r.kl_p99;
@@ -138,6 +165,8 @@ int cmd_eval(int argc, char** argv) {
       std::printf("KL mean %.6f  p99 %.6f  max %.6f  top-1 agreement %.4f  ppl %.4f vs %.4f (delta %+.4f)  tokens %lld\n",
                   r.kl_mean, r.kl_p99, r.kl_max, r.top1_agreement, r.ppl_model, r.ppl_ref, r.ppl_delta(), (long long)r.tokens);
   }
+  out["provenance"] = provenance(g_command).to_json();
+  if (a.has("out")) write_file_atomic(a.str("out"), out.dump(2) + "\n");
   if (json) print_json(out);
   return 0;
 }
