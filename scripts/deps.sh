@@ -20,6 +20,7 @@ case "${1:-}" in
       python3-astropy  # tests only: an independent FITS and WCS reader for tests/io/test_fits.cpp
       python3-pil      # tests only: an independent PNG reader and writer for tests/io/test_png.cpp
       clang libclang-rt-14-dev libomp-dev  # the fuzz build (scripts/fuzz.sh): clang, its sanitizer runtimes, its OpenMP
+      chromium  # tests only: the headless browser that opens genperf report's HTML (tests/report/check_report.mjs)
       bible-kjv
     )
     # PyTorch for the side-by-side benchmarks, with an optimized BLAS: Debian's torch calls the
@@ -60,6 +61,21 @@ if [ -z "${1:-}" ]; then
     if ! (cd "$tool" && npm install --omit=optional --ignore-scripts --no-save --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
       head -5 "$log" >&2
       echo "deps: npm could not install node-llama-cpp; the llama.cpp test will skip" >&2
+    fi
+    rm -f "$log"
+  fi
+  # The charting library genperf report inlines into its HTML (Vega, Vega-Lite, vega-embed), and
+  # puppeteer-core, which drives Debian's chromium in the report's test: into tools/report/ at the
+  # versions of its package-lock.json (npm ci), no install scripts (puppeteer-core downloads no browser).
+  report="$(cd "$(dirname "$0")/.." && pwd)/tools/report"
+  if [ "${node_major:-0}" -ge 20 ] && command -v npm >/dev/null &&
+     { [ ! -f "$report/node_modules/vega-embed/build/vega-embed.min.js" ] ||
+       [ ! -f "$report/node_modules/puppeteer-core/package.json" ]; }; then
+    echo "deps: installing vega, vega-lite, vega-embed and puppeteer-core into tools/report" >&2
+    log=$(mktemp)
+    if ! (cd "$report" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
+      head -5 "$log" >&2
+      echo "deps: npm could not install tools/report; genperf report and its browser test need it" >&2
     fi
     rm -f "$log"
   fi

@@ -12,6 +12,7 @@
 #include "genperf/fileio.h"
 #include "genperf/json.h"
 #include "genperf/report.h"
+#include "report/markup.h"
 
 namespace genperf {
 namespace {
@@ -30,20 +31,6 @@ std::string csv_field(const std::string& s) {
   std::string o = "\"";
   for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
   return o + "\"";
-}
-
-std::string xml(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 // Viridis at 9 evenly spaced points (the colormap's published values, rounded to hex).
@@ -183,25 +170,25 @@ std::string sensitivity_svg(const SensitivityMap& m) {
   std::string s = cat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", W, "\" height=\"", H, "\" viewBox=\"0 0 ", W, " ",
                       H, "\" font-family=\"Helvetica, Arial, sans-serif\">\n");
   s += cat("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-  s += cat("<text x=\"16\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", xml(title), "</text>\n");
-  s += cat("<text x=\"16\" y=\"42\" font-size=\"12\" fill=\"#333\">", xml(sub), "</text>\n");
+  s += cat("<text x=\"16\" y=\"22\" font-size=\"15\" font-weight=\"bold\">", report::xml_text(title), "</text>\n");
+  s += cat("<text x=\"16\" y=\"42\" font-size=\"12\" fill=\"#333\">", report::xml_text(sub), "</text>\n");
 
   auto cell = [&](int x, int y, int w, const std::string& fmt, const std::string& tensor, const std::string& label) {
     auto it = val.find({fmt, tensor});
     if (it == val.end()) {
       s += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w - 1, "\" height=\"", ch - 1,
-               "\" fill=\"#e6e6e6\"><title>", xml(tensor), " ", fmt, ": not applicable</title></rect>");
+               "\" fill=\"#e6e6e6\"><title>", report::xml_text(tensor), " ", fmt, ": not applicable</title></rect>");
       s += cat("<text x=\"", x + w / 2, "\" y=\"", y + 14, "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#888\">",
-               label.empty() ? "n/a" : xml(label + " n/a"), "</text>\n");
+               label.empty() ? "n/a" : report::xml_text(label + " n/a"), "</text>\n");
       return;
     }
     const double t = t_of(it->second);
     char v[32];
     std::snprintf(v, sizeof v, "%s%.1e", estimated.count({fmt, tensor}) ? "~" : "", it->second);
     s += cat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w - 1, "\" height=\"", ch - 1, "\" fill=\"", color_at(t),
-             "\"><title>", xml(tensor), " ", fmt, ": ", v, "</title></rect>");
+             "\"><title>", report::xml_text(tensor), " ", fmt, ": ", v, "</title></rect>");
     s += cat("<text x=\"", x + w / 2, "\" y=\"", y + 14, "\" font-size=\"9\" text-anchor=\"middle\" fill=\"",
-             t < 0.6 ? "white" : "black", "\">", xml(label.empty() ? std::string(v) : label + " " + v), "</text>\n");
+             t < 0.6 ? "white" : "black", "\">", report::xml_text(label.empty() ? std::string(v) : label + " " + v), "</text>\n");
   };
 
   std::map<std::pair<int, std::string>, std::string> by_pos;  // (layer, kind) -> tensor
@@ -217,7 +204,7 @@ std::string sensitivity_svg(const SensitivityMap& m) {
     s += cat("<g><text x=\"", px, "\" y=\"", py + 12, "\" font-size=\"13\" font-weight=\"bold\">", title, "</text>\n");
     for (int c = 0; c < ncol; ++c)
       s += cat("<text x=\"", px + label_w + c * cw + cw / 2, "\" y=\"", py + head_h - 6,
-               "\" font-size=\"11\" text-anchor=\"middle\">", xml(kinds[size_t(c)]), "</text>");
+               "\" font-size=\"11\" text-anchor=\"middle\">", report::xml_text(kinds[size_t(c)]), "</text>");
     s += "\n";
     for (int l = 0; l < layers; ++l) {
       const int y = py + head_h + l * ch;

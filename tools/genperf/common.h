@@ -80,5 +80,6 @@ int cmd_bench_sr(int argc, char** argv);
 int cmd_bench_comm(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_study(int argc, char** argv);
+int cmd_report(int argc, char** argv);
 
 }  // namespace genperf::cli

@@ -449,7 +449,8 @@ void usage(FILE* f) {
       "  test-ops        every op on every backend against its reference (--mode perf: against the peak)\n"
       "  test-comm       the collectives across a job's ranks (mpirun -np N genperf test-comm)\n"
       "  sr train|upscale|eval|degrade  diffusion super-resolution of maps (FITS, PNG)\n"
-      "  study import|merge|export|show  the results store: bench records in, stores of several machines merged, CSV/JSON out\n",
+      "  study import|merge|export|show  the results store: bench records in, stores of several machines merged, CSV/JSON out\n"
+      "  report          the study's results store as one self-contained HTML page (charts, tables) and a Markdown summary\n",
       f);
 }
 
@@ -471,6 +472,7 @@ static int run_verb(const std::string& verb, int argc, char** argv) {
   if (verb == "plan") return cmd_plan(argc, argv);
   if (verb == "sr") return cmd_sr(argc, argv);
   if (verb == "study") return cmd_study(argc, argv);
+  if (verb == "report") return cmd_report(argc, argv);
   std::fprintf(stderr, "genperf: unknown verb '%s'\n\n", verb.c_str());
   usage(stderr);
   return 2;
