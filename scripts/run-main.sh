@@ -4,7 +4,8 @@
 # prepares the held-out evaluation sets from Persuasion (Debian's r-cran-janeaustenr), then runs
 # generation, perplexity, the HellaSwag-style continuation task and the inference benchmark; then
 # the default super-resolution model (models/sr-default, scripts/train-sr-default.sh) upscales a
-# held-out dust field and is judged on held-out fields and real dust photographs.
+# held-out dust field and is judged on held-out fields and real dust photographs; last, the
+# comparative study's quick suite (genperf study) and its report (genperf report, report.html).
 #   scripts/run-main.sh [OUT_DIR]     (default: out/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,4 +41,8 @@ $gp sr eval --model models/sr-default --data synthetic:4:256:2001:mixed --sample
 photos=$(bash scripts/data/nebulae.sh "$out/sr/nebulae" barnard72 ldn1622)
 $gp sr eval --model models/sr-default --data "$photos" --samples 4 | tee "$out/sr-eval-photos.txt"
 cat "$out/sr/nebulae/CREDITS.txt"
-echo "results in $out/ (eval-ppl.json, eval-mc.json, bench-infer.json, sr/, sr-eval-*.txt)"
+echo "== the comparative study, quick suite: inference at every ISA level, naive and flash attention, 1 and 2 ranks"
+echo "   (unsharded and fully sharded), the SR model's steps, and accuracy against size of the quantized models"
+$gp study --suite quick --out "$out/study" --text "$out/eval/heldout_ppl.txt" --tasks "$out/eval/heldout_mc.jsonl"
+$gp report --db "$out/study/study.db" --out "$out/report.html"
+echo "results in $out/ (eval-ppl.json, eval-mc.json, bench-infer.json, sr/, sr-eval-*.txt, study/, report.html, report.md)"

@@ -536,12 +536,19 @@ Section sr_section(const std::vector<Figure>& figs) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (e) accuracy against size: a quality metric of a workload whose params name its size_bytes.
+// (e) accuracy against size: a quality metric of a workload whose params name its size
+// (size_bytes, or weights_bytes as eval records give it).
+
+double size_bytes(const Json& params) {
+  const double s = param_number(params, "size_bytes");
+  return s > 0 ? s : param_number(params, "weights_bytes");
+}
 
 // The quality metrics the report knows, and whether more is better.
 bool quality_metric(const std::string& name, bool* higher_better) {
-  static const std::set<std::string> lower = {"kl", "ppl", "perplexity", "nll"};
-  static const std::set<std::string> higher = {"mc_accuracy", "accuracy", "top1"};
+  // As eval kl, mc and ppl name them (genperf study stores their records), and plainer names.
+  static const std::set<std::string> lower = {"kl", "kl_mean", "ppl", "perplexity", "nll"};
+  static const std::set<std::string> higher = {"mc_accuracy", "accuracy", "acc", "acc_norm", "top1", "top1_agreement"};
   *higher_better = higher.count(name) > 0;
   return lower.count(name) || higher.count(name);
 }
@@ -549,12 +556,12 @@ bool quality_metric(const std::string& name, bool* higher_better) {
 Section accuracy_section(const std::vector<Figure>& figs) {
   Section s;
   s.title = "Accuracy against size (the Pareto front)";
-  s.about = "Quality metrics (kl, ppl, mc_accuracy, ...) of workloads whose params give the model's size_bytes; the "
+  s.about = "Quality metrics (KL, perplexity, accuracy, ...) of workloads whose params give the model's size; the "
             "line joins the Pareto front: the configurations no smaller one matches in quality.";
   std::map<std::string, std::vector<const Figure*>> panels;  // machine and metric -> figures
   for (const Figure& f : figs) {
     bool higher = false;
-    if (quality_metric(f.row->name, &higher) && param_number(f.params(), "size_bytes") > 0)
+    if (quality_metric(f.row->name, &higher) && size_bytes(f.params()) > 0)
       panels[host(f) + " · " + f.row->name].push_back(&f);
   }
   if (panels.empty()) {
@@ -570,7 +577,7 @@ Section accuracy_section(const std::vector<Figure>& figs) {
     quality_metric(list.front()->row->name, &higher);
     auto better = [&](double a, double b) { return higher ? a > b : a < b; };
     std::sort(list.begin(), list.end(), [&](const Figure* a, const Figure* b) {
-      const double sa = param_number(a->params(), "size_bytes"), sb = param_number(b->params(), "size_bytes");
+      const double sa = size_bytes(a->params()), sb = size_bytes(b->params());
       return sa != sb ? sa < sb : better(a->median, b->median);
     });
     bool any = false;
@@ -582,7 +589,7 @@ Section accuracy_section(const std::vector<Figure>& figs) {
       std::string label = param_text(p, "recipe");
       if (label.empty()) label = param_text(p, "weight_types");
       if (label.empty()) label = f->row->workload.name;
-      const double mb = param_number(p, "size_bytes") / 1e6;
+      const double mb = size_bytes(p) / 1e6;
       t.rows.push_back({host(*f), f->row->name, label, num(mb), cell(*f), front ? "yes" : ""});
       values.push_back(Json::Object{{"panel", panel}, {"size_mb", mb}, {"median", f->median}, {"lo", f->min},
                                     {"hi", f->max}, {"series", label}, {"kind", metric_kind_name(f->kind)},

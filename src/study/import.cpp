@@ -30,12 +30,12 @@ const std::vector<BenchKind>& bench_kinds() {
       {"bench train", "step_seconds",
        {"model", "batch", "seq", "attention", "checkpoint_layers", "precision", "lora", "ranks", "shard", "overlap"}},
       {"bench sr", "train_step_seconds", {"model", "batch", "size", "config", "ranks", "shard"}},
-      {"eval kl", "kl_mean", {"model", "ref", "weight_types", "parameters"},
-       {{"kl_mean", "nats"}, {"kl_p99", "nats"}, {"top1_agreement", ""}, {"ppl", ""}, {"ppl_delta", ""},
-        {"weights_bytes", "bytes"}}},
-      {"eval mc", "acc_norm", {"model", "weight_types", "parameters", "n"},
-       {{"acc", ""}, {"acc_norm", ""}, {"weights_bytes", "bytes"}}},
-      {"eval ppl", "nll", {"model", "weight_types", "parameters"}, {{"ppl", ""}, {"nll", "nats"}, {"weights_bytes", "bytes"}}},
+      // The weights' bytes are part of what an evaluation's model is (its size, for accuracy
+      // against size), as are the text's cut and the tasks' count.
+      {"eval kl", "kl_mean", {"model", "ref", "weight_types", "weights_bytes", "parameters", "max_bytes"},
+       {{"kl_mean", "nats"}, {"kl_p99", "nats"}, {"top1_agreement", ""}, {"ppl", ""}, {"ppl_delta", ""}}},
+      {"eval mc", "acc_norm", {"model", "weight_types", "weights_bytes", "parameters", "n"}, {{"acc", ""}, {"acc_norm", ""}}},
+      {"eval ppl", "nll", {"model", "weight_types", "weights_bytes", "parameters", "max_bytes"}, {{"ppl", ""}, {"nll", "nats"}}},
   };
   return kinds;
 }

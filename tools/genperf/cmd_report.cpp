@@ -38,6 +38,8 @@ int cmd_report(int argc, char** argv) {
   const std::string out = a.str("out");
   const std::string md = a.has("md") ? a.str("md") : fs::path(out).replace_extension(".md").string();
   GP_CHECK(md != out, "[report] --md names the HTML file itself: ", md);
+  for (const std::string& f : {out, md})  // their directories, as the other verbs' --out
+    if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path());
   const StudyReport r = write_study_report(a.str("db"), a.has("assets") ? a.str("assets") : default_assets(), out, md);
   std::printf("wrote %s (%d charts) and %s\n", out.c_str(), r.charts, md.c_str());
   return 0;
