@@ -386,7 +386,7 @@ TEST(Store, BenchRecordImportsOnce) {
   expect_error([&] { import_bench_record(s, Json::parse("[1, 2]"), "a.json"); }, {"a.json", "not a genperf bench record"});
   expect_error([&] { import_bench_record(s, Json::parse("{\"decode\": {}}"), "b.json"); }, {"b.json", "no provenance"});
   const Json other = Json::Object{{"provenance", rec.at("provenance")}, {"loss", 1.5}};
-  expect_error([&] { import_bench_record(s, other, "c.json"); }, {"c.json", "not a record of bench infer, train or sr"});
+  expect_error([&] { import_bench_record(s, other, "c.json"); }, {"c.json", "not a record of bench infer, train, sr or eval kl, mc, ppl"});
   Json lying = rec;
   lying["time_to_first_token_s"]["median"] = 12345.0;
   expect_error([&] { import_bench_record(s, lying, "d.json"); }, {"d.json", "time_to_first_token_s.median", "12345"});
@@ -431,4 +431,34 @@ for host, workload, params, metric, median, samples in rows:
             "alpha odd, \"quoted\" workload - seconds 2\n"
             "beta gemm 256 seconds 3\n"
             "beta odd, \"quoted\" workload - seconds 2\n");
+}
+
+// An evaluation's record (`genperf eval kl --out`): its figures are metrics of one sample each, and
+// the model's weights' bytes are a parameter of its workload (the size accuracy is set against).
+TEST(Store, EvalRecordsImportTheirFiguresAndSize) {
+  TempDir tmp("study");
+  ResultsStore s(tmp / "e.db");
+  Json rec = Json::Object{{"model", "q4.gguf"}, {"eval", "kl"}, {"ref", "models/default"}, {"weight_types", "q4_0"},
+                          {"weights_bytes", int64_t(3847000)}, {"parameters", int64_t(6800000)}, {"kl_mean", 0.026},
+                          {"kl_p99", 0.1}, {"kl_max", 0.6}, {"top1_agreement", 0.87}, {"ppl", 76.8}, {"ppl_ref", 75.8},
+                          {"ppl_delta", 1.0}, {"tokens", int64_t(6000)}, {"max_bytes", int64_t(24000)}};
+  rec["provenance"] = provenance("genperf eval kl --model q4.gguf").to_json();
+  const ImportResult r = import_bench_record(s, rec, "kl.json", "quick");
+  EXPECT_EQ(r.kind, "eval kl");
+  EXPECT_EQ(r.metrics, 5);  // kl_mean, kl_p99, top1_agreement, ppl, ppl_delta
+  const std::vector<MetricRow> rows = s.metrics();
+  ASSERT_EQ(rows.size(), 5u);
+  for (const MetricRow& m : rows) {
+    EXPECT_EQ(m.samples.size(), 1u) << m.name;
+    EXPECT_EQ(m.run.suite, "quick");
+    EXPECT_EQ(m.workload.params.at("weights_bytes").as_int(), 3847000);
+    EXPECT_EQ(m.workload.params.at("max_bytes").as_int(), 24000);
+    if (m.name == "kl_mean") {
+      EXPECT_EQ(m.median, 0.026);
+    }
+  }
+  Json bad = Json::Object{};
+  for (const auto& [k, v] : rec.as_object())
+    if (k != "ppl_delta") bad[k] = v;
+  expect_error([&] { import_bench_record(s, bad, "bad.json"); }, {"bad.json", "without a number at ppl_delta"});
 }
