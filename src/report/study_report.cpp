@@ -131,12 +131,14 @@ std::string ratio_cell(double num_, double den, const Figure& a, const Figure& b
 
 std::string host(const Figure& f) { return f.row->machine.hostname.empty() ? f.row->machine.fingerprint : f.row->machine.hostname; }
 
-// The kernel paths in the order of the study's hardware generations.
+// The kernel paths in the order of the study's hardware generations, then the catalogue's devices
+// that `genperf study model` predicts (device kind "model", the catalogue id as the path).
 int isa_rank(const std::string& isa) {
-  static const char* const order[] = {"generic", "avx2", "avx2+avxvnni", "avx512"};
-  for (int i = 0; i < 4; ++i)
+  static const char* const order[] = {"generic", "avx2", "avx2+avxvnni", "avx512", "v100", "a100",
+                                      "h100",    "h200", "gaudi1",       "gaudi2", "gaudi3"};
+  for (int i = 0; i < 11; ++i)
     if (isa == order[i]) return i;
-  return 4;
+  return 11;
 }
 
 // Where, from what code and when the figures of a section were measured.
@@ -286,7 +288,8 @@ Section isa_section(const std::vector<Figure>& figs) {
   Section s;
   s.title = "Speedup by hardware generation (ISA level)";
   s.about = "bench infer on each kernel path of a machine: generic, AVX2, AVX-VNNI and AVX-512 are the measured "
-            "analogue of the study's GPU generations (V100, A100, H100). Tokens/s = tokens / median seconds; "
+            "analogue of the study's GPU generations (V100, A100, H100), beside which `genperf study model` predicts the "
+            "same workloads on the catalogued accelerators (hollow, *modeled*). Tokens/s = tokens / median seconds; "
             "whiskers from the slowest and fastest repetitions; the label is the ratio to generic on the same machine.";
   struct Item {
     const Figure* f;
