@@ -387,6 +387,10 @@ HwModelResult run_hw_model(const std::vector<MetricRow>& rows, const HwModelOpti
     c.efficiency = c.roofline_s / c.measured_s;
     eff[phase] = c.efficiency;
     r.calibration.push_back(c);
+    if (const double spread = (f.row->max - f.row->min) / f.row->median; spread > 0.10)
+      r.notes.push_back(cat("the ", phase_name(phase), " calibration figure spread by ", std::lround(100 * spread),
+                            "% (min ", f.row->min, " s, max ", f.row->max, " s): the machine was noisy, and every ",
+                            phase_name(phase), " prediction carries it"));
   }
 
   // Error on measured hardware: every figure but the calibration ones.
