@@ -278,6 +278,18 @@ std::optional<LlamaConfig> model_config(const std::string& model, std::map<std::
   return c;
 }
 
+// The model a figure's workload names: its params' model, or where that is a checkpoint built in
+// code ("random weights (seed 1)": bench infer of random:<preset>), the run command's --model.
+std::string model_of(const MetricRow& r) {
+  const std::string m = param_str(r.workload.params, "model");
+  if (m.rfind("random weights", 0) != 0) return m;
+  const std::string& c = r.run.command;
+  const size_t at = c.find("--model ");
+  if (at == std::string::npos) return m;
+  const size_t from = at + 8;
+  return c.substr(from, c.find(' ', from) == std::string::npos ? std::string::npos : c.find(' ', from) - from);
+}
+
 // The cost of a measured figure, or nullopt when the model does not cover it.
 std::optional<ModeledFigure> cost_of(const MetricRow& r, std::map<std::string, std::optional<LlamaConfig>>& configs,
                                      std::vector<std::string>& notes) {
@@ -291,7 +303,7 @@ std::optional<ModeledFigure> cost_of(const MetricRow& r, std::map<std::string, s
     const bool prefill = r.name.rfind(pre, 0) == 0 && r.name.size() > pre.size() + post.size() &&
                          r.name.compare(r.name.size() - post.size(), post.size(), post) == 0;
     if (!decode && !prefill) return std::nullopt;
-    const std::optional<LlamaConfig> c = model_config(param_str(p, "model"), configs, notes);
+    const std::optional<LlamaConfig> c = model_config(model_of(r), configs, notes);
     if (!c) return std::nullopt;
     DType w, kv;
     try {
@@ -321,7 +333,7 @@ std::optional<ModeledFigure> cost_of(const MetricRow& r, std::map<std::string, s
       notes.push_back("bench train with LoRA or layer checkpointing: not modeled yet");
       return std::nullopt;
     }
-    const std::optional<LlamaConfig> c = model_config(param_str(p, "model"), configs, notes);
+    const std::optional<LlamaConfig> c = model_config(model_of(r), configs, notes);
     if (!c) return std::nullopt;
     f.phase = Phase::Train;
     f.ranks = int(param_int(p, "ranks", 1));

@@ -221,8 +221,11 @@ int cmd_study_model(int argc, char** argv) {
   for (const ErrorRow& e : r.errors)
     std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %8s\n", phase_name(e.phase), e.row->device.isa_path.c_str(),
                 workload_text(*e.row).c_str(), e.row->name.c_str(), e.measured_s, e.predicted_s, pct(e.error()).c_str());
-  std::printf("|error| over %zu figures: median %.0f%%, worst %.0f%%\n\n", r.errors.size(), 100 * r.median_abs_error,
-              100 * r.worst_abs_error);
+  if (r.errors.empty())
+    std::printf("no measured figure besides the calibration ones: the model's error is not known here\n\n");
+  else
+    std::printf("|error| over %zu figures: median %.0f%%, worst %.0f%%\n\n", r.errors.size(), 100 * r.median_abs_error,
+                100 * r.worst_abs_error);
   std::printf("predictions (*modeled*: catalogue peaks x this machine's efficiency of the phase; no device-specific "
               "efficiency is published that the model uses)\n");
   std::printf("%-8s %-52s %-28s %-8s %14s\n", "device", "workload", "metric", "phase", "seconds");
