@@ -131,12 +131,14 @@ std::string ratio_cell(double num_, double den, const Figure& a, const Figure& b
 
 std::string host(const Figure& f) { return f.row->machine.hostname.empty() ? f.row->machine.fingerprint : f.row->machine.hostname; }
 
-// The kernel paths in the order of the study's hardware generations.
+// The kernel paths in the order of the study's hardware generations, then the catalogue's devices
+// that `genperf study model` predicts (device kind "model", the catalogue id as the path).
 int isa_rank(const std::string& isa) {
-  static const char* const order[] = {"generic", "avx2", "avx2+avxvnni", "avx512"};
-  for (int i = 0; i < 4; ++i)
+  static const char* const order[] = {"generic", "avx2", "avx2+avxvnni", "avx512", "v100", "a100",
+                                      "h100",    "h200", "gaudi1",       "gaudi2", "gaudi3"};
+  for (int i = 0; i < 11; ++i)
     if (isa == order[i]) return i;
-  return 4;
+  return 11;
 }
 
 // Where, from what code and when the figures of a section were measured.
@@ -242,8 +244,11 @@ Json stacked_off(Json f) {
 }
 
 // Bars of the medians side by side by `series`, min-max whiskers, and `label` above each bar.
+// log_y: a logarithmic axis, for figures orders of magnitude apart (a CPU beside modeled GPUs).
 Json bar_chart(const std::string& title, const std::string& subtitle, Json values, const std::string& x_title,
-               const std::string& y_title, const std::string& series_title) {
+               const std::string& y_title, const std::string& series_title, bool log_y = false) {
+  Json y = stacked_off(field("median", "quantitative", y_title));
+  if (log_y) y["scale"] = Json::Object{{"type", "log"}};
   Json x = Json::Object{{"field", "x"},
                         {"type", "nominal"},
                         {"title", x_title},
@@ -253,7 +258,7 @@ Json bar_chart(const std::string& title, const std::string& subtitle, Json value
   Json color = field("series", "nominal", series_title);
   Json bar = Json::Object{
       {"mark", Json::Object{{"type", "bar"}, {"strokeWidth", 1.5}}},
-      {"encoding", Json::Object{{"x", x}, {"xOffset", offset}, {"y", stacked_off(field("median", "quantitative", y_title))},
+      {"encoding", Json::Object{{"x", x}, {"xOffset", offset}, {"y", y},
                                 {"color", color}, {"stroke", color}, {"fillOpacity", kind_fill_opacity()},
                                 {"strokeDash", kind_dash()}, {"tooltip", tooltip()}}}};
   Json whisker = Json::Object{
@@ -286,7 +291,8 @@ Section isa_section(const std::vector<Figure>& figs) {
   Section s;
   s.title = "Speedup by hardware generation (ISA level)";
   s.about = "bench infer on each kernel path of a machine: generic, AVX2, AVX-VNNI and AVX-512 are the measured "
-            "analogue of the study's GPU generations (V100, A100, H100). Tokens/s = tokens / median seconds; "
+            "analogue of the study's GPU generations (V100, A100, H100), beside which `genperf study model` predicts the "
+            "same workloads on the catalogued accelerators (hollow, *modeled*). Tokens/s = tokens / median seconds; "
             "whiskers from the slowest and fastest repetitions; the label is the ratio to generic on the same machine.";
   struct Item {
     const Figure* f;
@@ -334,7 +340,10 @@ Section isa_section(const std::vector<Figure>& figs) {
     used.push_back(it.f);
   }
   close_section(s, used, "");
-  s.charts.push_back(bar_chart("Tokens/s by ISA level (label: × generic)", s.provenance, std::move(values), "ISA path", "tokens/s", "machine"));
+  const bool modeled = std::any_of(used.begin(), used.end(), [](const Figure* f) { return f->modeled(); });
+  s.charts.push_back(bar_chart(modeled ? "Tokens/s by ISA level and modeled accelerator (log axis; label: × generic)"
+                                       : "Tokens/s by ISA level (label: × generic)",
+                               s.provenance, std::move(values), "ISA path", "tokens/s", "machine", modeled));
   s.tables.push_back(std::move(t));
   return s;
 }

@@ -99,6 +99,28 @@ TEST_F(StudyCli, ImportMergeExportShow) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), metrics + 1);
 }
 
+// The hardware model on real records: given peaks (nothing measured), predictions stored as
+// modeled; a store with nothing it can cost is refused by name.
+TEST_F(StudyCli, ModelPredictsAndStoresModeledFigures) {
+  const std::string db = tmp_ / "m.db", empty = tmp_ / "sr.db";
+  CliResult r = run_genperf("study import --db " + db + " " + record("infer") + " " + record("train"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string given = " --peak-f32-gflops 100 --peak-bf16-gflops 200 --bandwidth-gbs 20";
+  r = run_genperf("study model --db " + db + " --devices h100,gaudi2" + given, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* part : {"calibration", "decode", "prefill", "train", "*modeled*", "stored", "miss", "https://"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in " << r.out;
+  r = run_genperf("study show --db " + db, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("h100"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[modeled]"), std::string::npos) << r.out;
+  r = run_genperf("study import --db " + empty + " " + record("sr"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_genperf("study model --db " + empty + given, tmp_);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("[hw model] " + empty), std::string::npos) << r.err;
+}
+
 TEST_F(StudyCli, BadInputNamesTheFileAndLeavesNothing) {
   const std::string fresh = tmp_ / "fresh.db", bad = tmp_ / "bad.json";
   write_file_atomic(bad, "{\"loss\": 1.5}\n");

@@ -1,6 +1,7 @@
 // genperf study: the results store of the comparative study (docs/STUDY.md): bench records in,
 // stores of several machines merged, CSV and JSON out, a summary.
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "common.h"
 #include "genperf/error.h"
+#include "genperf/hw_model.h"
 #include "genperf/study.h"
 #include "genperf/study_store.h"
 
@@ -146,6 +148,107 @@ int cmd_study_show(int argc, char** argv) {
   return 0;
 }
 
+std::string pct(double e) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.0f%%", 100 * e);
+  return b;
+}
+
+void split_list(const std::string& s, std::vector<std::string>& out) {
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    if (comma > at) out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+}
+
+// The figure's workload in a few words: "bench infer models/default bf16" and its metric.
+std::string workload_text(const MetricRow& r) {
+  const Json& p = r.workload.params;
+  auto text = [&](const char* k) {
+    const Json* v = p.find(k);
+    return !v ? std::string() : v->is_string() ? v->as_string() : v->dump();
+  };
+  std::string w = r.workload.name + " " + text("model");
+  if (r.workload.name == "bench infer") w += cat(" ", text("weight_types"));
+  else w += cat(" ", text("attention"), " b", text("batch"), "x", text("seq"), " ", text("precision"), " ranks ", text("ranks"));
+  return w;
+}
+
+int cmd_study_model(int argc, char** argv) {
+  Args a("study model",
+         {kDb,
+          {"devices", "catalogue devices to predict (genperf plan's ids)", "h100,h200,a100,v100,gaudi2,gaudi3"},
+          {"records", "bench records with a machine block (GEMM peak, bandwidth); default: records/ beside the store",
+           "", false, true},
+          {"peak-f32-gflops", "this machine's f32 GEMM peak (otherwise measured now)", "", false, true},
+          {"peak-bf16-gflops", "this machine's bf16 GEMM peak (otherwise from the records or measured now)", "", false, true},
+          {"bandwidth-gbs", "this machine's memory bandwidth (otherwise from the records or measured now)", "", false, true},
+          {"dry-run", "print the model's tables without storing the predictions", "", true}},
+         argc, argv, 3);
+  if (run_help(a)) return 0;
+  const std::string db = a.str("db");
+  std::vector<MetricRow> rows;
+  {
+    const ResultsStore s(db, ResultsStore::Mode::Existing);
+    rows = s.metrics();
+  }
+  HwModelOptions o;
+  o.devices.clear();
+  split_list(a.str("devices"), o.devices);
+  for (const std::string& d : o.devices) catalog_device(d);  // an unknown id fails before any measuring
+  CpuFigures g;
+  g.records_dir = a.has("records") ? a.str("records") : (fs::path(db).parent_path() / "records").string();
+  if (a.has("peak-f32-gflops")) g.fp32_gflops = a.number("peak-f32-gflops");
+  if (a.has("peak-bf16-gflops")) g.bf16_gflops = a.number("peak-bf16-gflops");
+  if (a.has("bandwidth-gbs")) g.memory_gbs = a.number("bandwidth-gbs");
+  o.cpu = this_machine_roofline(g);
+  const HwModelResult r = run_hw_model(rows, o, db);
+
+  std::printf("hardware model (per-op roofline over the op layer's costs; docs/STUDY.md, \"Hardware model\")\n");
+  std::printf("this machine: f32 %.4g GFLOP/s, bf16 %.4g GFLOP/s, memory %.4g GB/s (%s)\n\n", o.cpu.fp32_tflops * 1e3,
+              o.cpu.bf16_tflops * 1e3, o.cpu.memory_gbs, o.cpu.source.c_str());
+  std::printf("calibration: efficiency = roofline seconds at the peaks / measured median seconds\n");
+  std::printf("%-8s %-12s %-52s %-28s %12s %12s %10s\n", "phase", "ISA path", "workload", "metric", "roofline s",
+              "measured s", "efficiency");
+  for (const Calibration& c : r.calibration)
+    std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %10.3g\n", phase_name(c.phase), c.row->device.isa_path.c_str(),
+                workload_text(*c.row).c_str(), c.row->name.c_str(), c.roofline_s, c.measured_s, c.efficiency);
+  std::printf("\nerror on measured hardware (this machine; the calibration figures excluded): *modeled* against measured\n");
+  std::printf("%-8s %-12s %-52s %-28s %12s %12s %8s\n", "phase", "ISA path", "workload", "metric", "measured s",
+              "modeled s", "error");
+  for (const ErrorRow& e : r.errors)
+    std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %8s\n", phase_name(e.phase), e.row->device.isa_path.c_str(),
+                workload_text(*e.row).c_str(), e.row->name.c_str(), e.measured_s, e.predicted_s, pct(e.error()).c_str());
+  if (r.errors.empty())
+    std::printf("no measured figure besides the calibration ones: the model's error is not known here\n\n");
+  else
+    std::printf("|error| over %zu figures: median %.0f%%, worst %.0f%%\n\n", r.errors.size(), 100 * r.median_abs_error,
+                100 * r.worst_abs_error);
+  std::printf("predictions (*modeled*: catalogue peaks x this machine's efficiency of the phase; no device-specific "
+              "efficiency is published that the model uses)\n");
+  std::printf("%-8s %-52s %-28s %-8s %14s\n", "device", "workload", "metric", "phase", "seconds");
+  for (const Prediction& p : r.predictions)
+    std::printf("%-8s %-52s %-28s %-8s %14.4g *modeled*\n", p.device.id.c_str(), workload_text(*p.row).c_str(),
+                p.row->name.c_str(), phase_name(p.phase), p.seconds);
+  std::printf("\npublished cross-hardware ratios against the model's (*modeled*, equal efficiencies on both devices)\n");
+  for (const PublishedRatio& p : published_ratios()) {
+    const double m = predicted_ratio(p);
+    std::printf("%s\n  modeled %.2fx *modeled* (%s), published %.2fx, miss %s\n  source: %s\n", p.what.c_str(), m,
+                p.modeled_as.c_str(), p.published, pct(m / p.published - 1).c_str(), p.source.c_str());
+  }
+  for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
+  if (a.flag("dry-run")) return 0;
+  ResultsStore s(db, ResultsStore::Mode::Existing);
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += cat(i ? " " : "", argv[i]);
+  const std::string uuid = store_predictions(s, r, cmd);
+  std::printf("stored %zu *modeled* figures in run %s (suite model) of %s\n", r.predictions.size(), uuid.c_str(),
+              db.c_str());
+  return 0;
+}
+
 }  // namespace
 
 // genperf study [--suite quick|full] [--out DIR]: the study's workloads on this machine.
@@ -191,13 +294,15 @@ int cmd_study(int argc, char** argv) {
   if (sub == "merge") return cmd_study_merge(argc, argv);
   if (sub == "export") return cmd_study_export(argc, argv);
   if (sub == "show") return cmd_study_show(argc, argv);
+  if (sub == "model") return cmd_study_model(argc, argv);
   const bool help = sub == "--help" || sub == "-h";
   std::fputs("usage: genperf study [--suite quick|full --out DIR]   run the study's workloads here\n"
              "       genperf study import|merge|export|show [options]   (each takes --help)\n"
              "  import --db FILE RECORD.json...        store records of genperf bench infer|train|sr\n"
              "  merge [--db OUT.db] A.db B.db...       join stores of several machines (into the first without --db)\n"
              "  export --db FILE --csv OUT | --json OUT  one row per metric, with every sample\n"
-             "  show --db FILE                         counts and a table of the metrics\n",
+             "  show --db FILE                         counts and a table of the metrics\n"
+             "  model --db FILE [--devices h100,...]   predict the workloads on catalogue hardware (*modeled*)\n",
              help ? stdout : stderr);
   return help ? 0 : 2;
 }
