@@ -99,7 +99,7 @@ std::vector<StudyWorkload> study_workloads(const StudyOptions& o) {
     for (const char* attn : {"naive", "flash"})
       add(cat("train.", attn, ".seq", seq), {"bench", "train", "--model", "random:default", "--attn", attn, "--seq",
                                               str(seq), "--batch", str(std::max<int64_t>(1, 512 / seq)), "--reps",
-                                              "3", "--no-peaks"});
+                                              "5", "--no-peaks"});
   // Scaling and sharding: one thread a rank, the same batch a rank (weak scaling).
   std::vector<int> ranks = {1};
   if (o.mpi) ranks.push_back(2);
