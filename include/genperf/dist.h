@@ -133,7 +133,7 @@ class DataParallel {
   bool sharded() const { return shard_size() != counts_total(); }
   bool params_sharded() const { return sharded() && o_.shard == ShardMode::Full; }
   // Where this rank's parameters [shard_begin(), + shard_size()) live: the model's buffer, or
-  // for Full the shard of its own.
+  // for Full the shard of its own. Unsharded, the shard is every parameter.
   std::span<float> param_shard();
   // Full: gathers every unit into the model's parameter buffer and keeps it there, so that the
   // model can be read whole (export); collective. The next step frees it again.

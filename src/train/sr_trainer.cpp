@@ -237,12 +237,9 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   auto save = [&] {
     UNet<float> e = ema_net();
     if (lead) save_sr_model(out_dir + "/model", e);
-    const std::span<const float> w = dp.params_sharded()
-                                         ? std::span<const float>(dp.param_shard())
-                                         : (dp.sharded() ? std::span<const float>(t.net().weights()).subspan(dp.shard_begin(), dp.shard_size())
-                                                         : std::span<const float>(t.net().weights()));
+    // This rank's part of the weights (all of them when nothing is sharded), EMA and moments.
     save_dist_state(dp, state_path, step,
-                    {{"weights", w}, {"ema", t.ema_shard()}, {"adam.m", t.optimizer().first_moment()},
+                    {{"weights", dp.param_shard()}, {"ema", t.ema_shard()}, {"adam.m", t.optimizer().first_moment()},
                      {"adam.v", t.optimizer().second_moment()}},
                     {{"genperf.sr.step", std::to_string(step)}, {"genperf.sr.options", options_key(c, o)}});
   };

@@ -175,12 +175,8 @@ void Trainer::save_state(const std::string& path) {
       {"trainable", std::to_string(m.trainable_params().size())},
   };
   // This rank's part of the parameters (all of them when nothing is sharded) and its moments.
-  const std::span<const float> params =
-      dp_.params_sharded() ? dp_.param_shard()
-                           : (dp_.sharded() ? m.trainable_params().subspan(dp_.shard_begin(), dp_.shard_size())
-                                            : m.trainable_params());
   save_dist_state(dp_, path, step_,
-                  {{"params", params}, {"adam.m", opt_.first_moment()}, {"adam.v", opt_.second_moment()}},
+                  {{"params", dp_.param_shard()}, {"adam.m", opt_.first_moment()}, {"adam.v", opt_.second_moment()}},
                   std::move(md));
 }
 
