@@ -26,7 +26,7 @@ set(GENPERF_PUBLIC_quant quantize.h sensitivity.h)
 set(GENPERF_PUBLIC_train dist.h sr_train.h train.h train_data.h trainer.h)
 set(GENPERF_PUBLIC_eval eval.h sr_eval.h sr_metrics.h)
 set(GENPERF_PUBLIC_bench bench.h bench_sr.h bench_train.h op_harness.h plan.h)
-set(GENPERF_PUBLIC_study hw_model.h study_store.h study.h)
+set(GENPERF_PUBLIC_study decode_latency.h hw_model.h study_store.h study.h)
 set(GENPERF_PUBLIC_report report.h study_report.h)
 
 # The table the check reads, written at configure time.

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 namespace genperf {
 
 class LlamaModel;
+class Session;
 
 struct Stats {
   std::vector<double> samples;  // seconds (or the unit measured), in run order
@@ -49,6 +51,25 @@ struct InferBenchOptions {
   bool measure_peaks = true;    // measure this machine's bandwidth and GEMM peak in the same run
   size_t memory_probe_bytes = 0;  // the memory bandwidth probe's buffer; 0: bench::memory_probe_bytes()
   uint64_t seed = 1;            // for the random prompt tokens
+};
+
+// bench infer's decode protocol on one model: a random prompt of `prompt` tokens (its time is the
+// time to first token), then `tokens` greedy single-token steps. Each call of once() runs it
+// afresh; timers of several models interleave their calls so that they see the same machine.
+class DecodeTimer {
+ public:
+  DecodeTimer(const LlamaModel& m, int64_t prompt, int64_t tokens, uint64_t seed);
+  ~DecodeTimer();
+  struct Times {
+    double first_token_s = 0, per_token_s = 0;
+  };
+  Times once();
+
+ private:
+  const LlamaModel& m_;
+  std::unique_ptr<Session> s_;
+  std::vector<int32_t> prompt_;
+  int64_t tokens_;
 };
 
 // prefill tokens/s and GFLOP/s at each length, decode tokens/s and GB/s of weights, time to

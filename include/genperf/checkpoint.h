@@ -33,6 +33,11 @@ struct Checkpoint {
   const std::string& arch() const { return architecture.empty() ? config.architecture : architecture; }
 };
 
+// A checkpoint that shares ck's tensors (their storage is reference-counted) and copies its
+// source, format, configs and rope style, without the tokenizer: what a model built beside ck
+// (a variant, a timing) needs.
+Checkpoint share_weights(const Checkpoint& ck);
+
 // Reads config.json into a LlamaConfig (architecture LlamaForCausalLM, MistralForCausalLM or
 // Qwen2ForCausalLM); errors name the file and field.
 LlamaConfig read_hf_config(const std::string& path);

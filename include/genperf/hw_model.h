@@ -100,7 +100,7 @@ struct ModeledFigure {
 };
 
 // The efficiency of one phase and the run it came from.
-struct Calibration {
+struct PhaseCalibration {
   Phase phase = Phase::Decode;
   const MetricRow* row = nullptr;  // the calibration figure
   double roofline_s = 0, measured_s = 0, efficiency = 0;
@@ -127,7 +127,7 @@ struct HwModelOptions {
 
 struct HwModelResult {
   std::vector<ModeledFigure> figures;  // every measured figure the model can cost
-  std::vector<Calibration> calibration;
+  std::vector<PhaseCalibration> calibration;
   std::vector<ErrorRow> errors;        // every measured figure but the calibration ones
   double median_abs_error = 0, worst_abs_error = 0;
   std::vector<Prediction> predictions;

@@ -11,6 +11,7 @@
 // quantizing; the report prints both.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -192,18 +193,33 @@ SensitivityMap read_sensitivity_json(const std::string& path);
 // ---------------------------------------------------------------------------------------------
 // Allocation.
 
+// Seconds of one decode step per tensor and format (genperf/decode_latency.h measures or models
+// them): t(plan) = fixed + the sum of the chosen formats' seconds.
+struct TensorSeconds {
+  // The step without its quantizable tensors' products (may be negative where the products run
+  // faster inside the step than timed alone: an offset, genperf/decode_latency.h)
+  double fixed = 0;
+  std::map<std::string, std::map<DType, double>> seconds;  // tensor -> format -> seconds
+  // The seconds of `tensor` in `format`; throws "[allocate] no decode time for ..." when absent.
+  double of(const std::string& tensor, DType format) const;
+};
+
 struct Budget {
-  enum class Kind { Bpw, Bytes, MaxKl };
+  enum class Kind { Bpw, Bytes, MaxKl, Latency };
   Kind kind = Kind::Bpw;
   double value = 0;
   static Budget bpw(double x) { return {Kind::Bpw, x}; }          // over the quantizable elements
   static Budget bytes(double b) { return {Kind::Bytes, b}; }      // total weight bytes of the model
   static Budget max_kl(double k) { return {Kind::MaxKl, k}; }     // predicted KL (sum of entries)
+  static Budget latency(double s) { return {Kind::Latency, s}; }  // seconds per decode step
 };
 
 struct AllocationOptions {
   bool use_proxy = false;   // predict with the proxy instead of the measured KL
   bool allow_keep = true;   // keeping a tensor in its source type (degradation 0) is an option
+  // Decode seconds of each option: needed by a Latency budget, which then minimizes the predicted
+  // degradation under fixed + the sum of seconds; with any other budget they are only reported.
+  const TensorSeconds* latency = nullptr;
 };
 
 struct AllocationReport {
@@ -216,6 +232,8 @@ struct AllocationReport {
   int64_t total_bytes = 0;        // + the other weights
   double bpw = 0;                 // quantizable_bytes * 8 / quantizable elements
   int64_t budget_bytes = 0;       // the quantizable-byte budget (Bpw, Bytes)
+  double predicted_seconds = 0;   // with AllocationOptions::latency: the step's predicted seconds
+  double budget_seconds = 0;      // the Latency budget
   std::map<std::string, int64_t> format_counts;  // format name -> tensors
   std::string summary() const;    // one line
 };
@@ -227,9 +245,11 @@ struct AllocationOption {
   double cost = 0;            // predicted degradation
   double dloss = 0;
   bool keep = false;          // the tensor stays as it is (absent from the plan)
+  double seconds = 0;         // decode seconds (AllocationOptions::latency), else 0
 };
 
-// Per-tensor Pareto-optimal options (bytes strictly increasing, cost strictly decreasing).
+// Per-tensor Pareto-optimal options (bytes strictly increasing, cost strictly decreasing; under a
+// Latency budget seconds strictly increasing instead of bytes).
 std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityMap& m, const AllocationOptions& o);
 
 // The multiple-choice knapsack on explicit options (exposed for tests): for each group one option
@@ -265,6 +285,9 @@ struct AutoPlanOptions {
   int64_t calib_tokens = 4096;
   bool progress = false;
   QuantizeOptions quant;     // the method the model will be quantized with
+  // Decode seconds per option (AllocationOptions::latency), from the map once it is read or
+  // measured (its formats are the candidates); needed by a Latency budget.
+  std::function<TensorSeconds(const SensitivityMap&)> latency;
 };
 
 struct AutoPlan {
@@ -272,6 +295,7 @@ struct AutoPlan {
   AllocationReport report;
   bool proxy = false;  // allocated by the proxy (AutoPlanOptions::proxy)
   std::unique_ptr<Calibration> ref;
+  std::optional<TensorSeconds> latency;  // AutoPlanOptions::latency's answer
   std::string ref_note;
   std::vector<std::string> notes;  // the map's notes and the allocation's summary
 };

@@ -67,6 +67,34 @@ double best_of(const std::vector<double>& v) { return *std::max_element(v.begin(
 
 }  // namespace
 
+DecodeTimer::DecodeTimer(const LlamaModel& m, int64_t prompt, int64_t tokens, uint64_t seed)
+    : m_(m), prompt_(random_tokens(prompt, m.config().vocab_size, seed)), tokens_(tokens) {
+  GP_CHECK(prompt > 0 && tokens > 0, "[bench] decode needs a prompt and tokens to generate, got ", prompt, " and ", tokens);
+  GP_CHECK(prompt + tokens <= m.config().max_position_embeddings, "[bench] decode needs ", prompt + tokens,
+           " tokens of context; the model allows ", m.config().max_position_embeddings);
+  s_ = std::make_unique<Session>(m, prompt + tokens);
+}
+
+DecodeTimer::~DecodeTimer() = default;
+
+DecodeTimer::Times DecodeTimer::once() {
+  const int64_t V = m_.config().vocab_size;
+  s_->reset();
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor logits = m_.forward(*s_, prompt_, LogitsFor::Last);
+  Sampler greedy({0.f, 0, 1.f, 0});
+  int32_t id = greedy.sample({logits.data<float>(), size_t(V)});
+  Times t;
+  t.first_token_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < tokens_; ++i) {
+    logits = m_.forward(*s_, std::span<const int32_t>(&id, 1), LogitsFor::Last);
+    id = greedy.sample({logits.data<float>(), size_t(V)});
+  }
+  t.per_token_s = seconds_since(t0) / double(tokens_);
+  return t;
+}
+
 Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress) {
   const auto& c = m.config();
   int64_t cap = o.decode_prompt + o.decode_tokens;
@@ -80,26 +108,14 @@ Json bench_infer(const LlamaModel& m, const InferBenchOptions& o, bool progress)
 
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t L : o.prefill_lengths) prompts.push_back(random_tokens(L, c.vocab_size, o.seed + uint64_t(L)));
-  const auto decode_prompt = random_tokens(o.decode_prompt, c.vocab_size, o.seed);
   auto prefill_once = [&](size_t i) {
     s.reset();
     m.forward(s, prompts[i], LogitsFor::Last);
   };
-  // Decode: after the prompt (its time is the time to first token), decode_tokens single-token
-  // steps (greedy); returns {time to first token, seconds per decoded token}.
+  DecodeTimer decoder(m, o.decode_prompt, o.decode_tokens, o.seed);
   auto decode_once = [&] {
-    s.reset();
-    auto t0 = std::chrono::steady_clock::now();
-    Tensor logits = m.forward(s, decode_prompt, LogitsFor::Last);
-    Sampler greedy({0.f, 0, 1.f, 0});
-    int32_t id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
-    const double first = seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < o.decode_tokens; ++i) {
-      logits = m.forward(s, std::span<const int32_t>(&id, 1), LogitsFor::Last);
-      id = greedy.sample({logits.data<float>(), size_t(c.vocab_size)});
-    }
-    return std::pair{first, seconds_since(t0) / double(o.decode_tokens)};
+    const DecodeTimer::Times t = decoder.once();
+    return std::pair{t.first_token_s, t.per_token_s};
   };
 
   // Warm-up of every shape the timed runs take (at least once), so that all they allocate is

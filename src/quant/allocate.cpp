@@ -40,14 +40,32 @@ int64_t SensitivityMap::quantizable_source_bytes() const {
 std::string AllocationReport::summary() const {
   std::string counts;
   for (const auto& [f, n] : format_counts) counts += cat(counts.empty() ? "" : ", ", n, " ", f);
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%.4f bpw, %.3f MB total, predicted %s %.6g (dloss %+.6g; LP lower bound %.6g)",
+  char buf0[256], buf[128];
+  std::snprintf(buf0, sizeof buf0, "%.4f bpw, %.3f MB total, predicted %s %.6g (dloss %+.6g; LP lower bound %.6g)",
                 bpw, double(total_bytes) / 1e6, metric == "kl" ? "KL" : metric.c_str(), predicted, predicted_dloss,
                 lagrangian_bound);
-  return cat(buf, "; ", counts, " [", method, "]");
+  std::string latency;
+  if (predicted_seconds > 0) {
+    std::snprintf(buf, sizeof buf, "; predicted decode step %.4g ms", predicted_seconds * 1e3);
+    latency = buf;
+    if (budget_seconds > 0) std::snprintf(buf, sizeof buf, " (budget %.4g ms)", budget_seconds * 1e3), latency += buf;
+  }
+  return cat(buf0, latency, "; ", counts, " [", method, "]");
 }
 
-std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityMap& m, const AllocationOptions& o) {
+double TensorSeconds::of(const std::string& tensor, DType format) const {
+  const auto t = seconds.find(tensor);
+  if (t != seconds.end())
+    if (const auto f = t->second.find(format); f != t->second.end()) return f->second;
+  fail("[allocate] no decode time for ", tensor, " in ", dtype_name(format));
+}
+
+namespace {
+
+// The options of allocation_options, pruned to their Pareto front by `by_seconds` (decode time) or
+// by bytes.
+std::vector<std::vector<AllocationOption>> options_by(const SensitivityMap& m, const AllocationOptions& o,
+                                                      bool by_seconds) {
   GP_CHECK(!m.tensors.empty(), "[allocate] the sensitivity map has no tensors");
   GP_CHECK(o.use_proxy || m.measured, "[allocate] the sensitivity map of ", m.model,
            " has no measured KL (proxy only): allocate with the proxy");
@@ -60,16 +78,19 @@ std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityM
     const double cost = o.use_proxy ? e.proxy : e.kl;
     GP_CHECK(std::isfinite(cost) && cost >= 0, "[allocate] ", e.tensor, " in ", dtype_name(e.format),
              ": predicted degradation ", cost, " is not a finite non-negative number");
-    all[it->second].push_back({e.format, e.bytes, cost, std::isfinite(e.dloss) ? e.dloss : 0.0, false});
+    const double seconds = o.latency ? o.latency->of(e.tensor, e.format) : 0.0;
+    all[it->second].push_back({e.format, e.bytes, cost, std::isfinite(e.dloss) ? e.dloss : 0.0, false, seconds});
   }
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const auto& t = m.tensors[i];
-    if (o.allow_keep) all[i].push_back({t.source_dtype, t.source_bytes, 0.0, 0.0, true});
+    if (o.allow_keep)
+      all[i].push_back({t.source_dtype, t.source_bytes, 0.0, 0.0, true, o.latency ? o.latency->of(t.name, t.source_dtype) : 0.0});
     GP_CHECK(!all[i].empty(), "[allocate] tensor ", t.name, " has no candidate format (none of the map's formats fits its rows)");
-    // Pareto front: by bytes, then cost (keep first among equals: it is exact); an option survives
-    // only when it is strictly better than every smaller one.
+    // Pareto front: by bytes (or seconds), then cost (keep first among equals: it is exact); an
+    // option survives only when it is strictly better than every smaller (or faster) one.
     auto& v = all[i];
-    std::sort(v.begin(), v.end(), [](const AllocationOption& a, const AllocationOption& b) {
+    std::sort(v.begin(), v.end(), [&](const AllocationOption& a, const AllocationOption& b) {
+      if (by_seconds && a.seconds != b.seconds) return a.seconds < b.seconds;
       if (a.bytes != b.bytes) return a.bytes < b.bytes;
       if (a.cost != b.cost) return a.cost < b.cost;
       return a.keep > b.keep;
@@ -80,6 +101,12 @@ std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityM
     v = std::move(front);
   }
   return all;
+}
+
+}  // namespace
+
+std::vector<std::vector<AllocationOption>> allocation_options(const SensitivityMap& m, const AllocationOptions& o) {
+  return options_by(m, o, false);
 }
 
 namespace {
@@ -276,17 +303,20 @@ double lagrangian_lower_bound(const std::vector<std::vector<AllocationOption>>& 
 
 QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationReport* report,
                           const AllocationOptions& o) {
-  const auto groups = allocation_options(m, o);
+  const bool by_seconds = b.kind == Budget::Kind::Latency;
+  GP_CHECK(!by_seconds || o.latency, "[allocate] a latency budget needs the decode time of each option");
+  const auto groups = options_by(m, o, by_seconds);
   const int64_t elements = m.quantizable_elements();
   int64_t lo = 0;
-  for (const auto& g : groups) lo += g.front().bytes;  // Pareto fronts are sorted by bytes
+  for (const auto& g : groups) lo += g.front().bytes;  // Pareto fronts are sorted by bytes (or seconds)
   auto bpw_of = [&](int64_t bytes) { return double(bytes) * 8.0 / double(elements); };
   char smallest[200];
   std::snprintf(smallest, sizeof smallest, "%.4f bpw, %lld bytes in all", bpw_of(lo), (long long)(lo + m.other_bytes()));
 
   std::vector<int> pick;
   bool rounded = false;
-  int64_t budget_bytes = 0;
+  int64_t budget_bytes = 0, budget_ns = 0;
+  std::vector<std::vector<AllocationOption>> timed;  // Latency: the options with seconds as weights
   switch (b.kind) {
     case Budget::Kind::Bpw: {
       GP_CHECK(std::isfinite(b.value) && b.value > 0, "[allocate] --target-bpw must be positive, got ", b.value);
@@ -310,6 +340,22 @@ QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationRe
       pick = knapsack_min_bytes(groups, b.value, 1 << 22, &rounded);
       break;
     }
+    case Budget::Kind::Latency: {
+      // The same knapsack with each option's decode time, in nanoseconds, as its weight.
+      GP_CHECK(std::isfinite(b.value) && b.value > 0, "[allocate] --target-latency must be positive, got ", b.value);
+      timed = groups;
+      int64_t fastest = 0;
+      for (auto& g : timed)
+        for (auto& x : g) x.bytes = std::llround(x.seconds * 1e9);
+      for (const auto& g : timed) fastest += g.front().bytes;
+      // (a budget that equals an achievable sum stays feasible despite the subtraction's rounding)
+      budget_ns = int64_t(std::floor((b.value - o.latency->fixed) * 1e9 + 1e-6));
+      GP_CHECK(budget_ns >= fastest, "[allocate] --target-latency ", b.value * 1e3, " ms cannot be met: the fastest "
+               "achievable step is ", (o.latency->fixed + double(fastest) * 1e-9) * 1e3, " ms (", o.latency->fixed * 1e3,
+               " ms of it outside the quantizable tensors; every tensor at its fastest candidate format)");
+      pick = knapsack_min_cost(timed, budget_ns, 1 << 22, &rounded);
+      break;
+    }
   }
 
   QuantPlan plan;
@@ -321,13 +367,16 @@ QuantPlan plan_for_budget(const SensitivityMap& m, const Budget& b, AllocationRe
     r.predicted += x.cost;
     r.predicted_dloss += x.dloss;
     r.quantizable_bytes += x.bytes;
+    r.predicted_seconds += x.seconds;
     r.format_counts[x.keep ? cat("keep(", dtype_name(x.format), ")") : std::string(dtype_name(x.format))]++;
     if (!x.keep) plan[m.tensors[i].name] = x.format;
   }
   r.total_bytes = r.quantizable_bytes + m.other_bytes();
   r.bpw = bpw_of(r.quantizable_bytes);
-  r.budget_bytes = b.kind == Budget::Kind::MaxKl ? r.quantizable_bytes : budget_bytes;
-  r.lagrangian_bound = lagrangian_lower_bound(groups, r.budget_bytes);
+  r.budget_bytes = b.kind == Budget::Kind::MaxKl || by_seconds ? r.quantizable_bytes : budget_bytes;
+  r.lagrangian_bound = by_seconds ? lagrangian_lower_bound(timed, budget_ns) : lagrangian_lower_bound(groups, r.budget_bytes);
+  if (o.latency) r.predicted_seconds += o.latency->fixed;
+  if (by_seconds) r.budget_seconds = b.value;
   if (report) *report = r;
   return plan;
 }

@@ -35,6 +35,10 @@ AutoPlan plan_auto(const Checkpoint& ck, const AutoPlanOptions& o) {
              m.model, ") does not describe ", ck.source, ": tensor ", t.name, " differs or is missing");
   AllocationOptions ao;
   ao.use_proxy = o.proxy;
+  if (o.latency) {
+    r.latency = o.latency(m);
+    ao.latency = &*r.latency;
+  }
   r.plan = plan_for_budget(m, o.budget, &r.report, ao);
   r.notes = m.notes;
   r.notes.push_back("allocation: " + r.report.summary());

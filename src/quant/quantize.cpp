@@ -192,14 +192,7 @@ Tensor quantize_matrix(const Tensor& w, DType format, const QuantizeOptions& o, 
 }
 
 Checkpoint quantize_checkpoint(const Checkpoint& ck, const QuantPlan& plan, const QuantizeOptions& o) {
-  Checkpoint out;
-  out.source = ck.source;
-  out.format = ck.format;
-  out.architecture = ck.architecture;
-  out.config_json = ck.config_json;
-  out.config = ck.config;
-  out.rope_style = ck.rope_style;
-  out.tensors = ck.tensors;
+  Checkpoint out = share_weights(ck);
   // A Checkpoint owns its tokenizer: rebuild it from the vocabulary. One that states no vocabulary
   // (a test double) cannot be rebuilt and is not carried.
   if (ck.tokenizer && !ck.tokenizer->vocab().tokens.empty()) {

@@ -212,13 +212,7 @@ CalibrationScore CalibrationReference::score(const Checkpoint& v) const {
   GP_CHECK(v.config.vocab_size == impl_->V && v.config.hidden_size == impl_->config.hidden_size &&
                v.config.num_hidden_layers == impl_->config.num_hidden_layers,
            "[calibration] ", v.source, " does not have the reference model's shape (", impl_->source, ")");
-  Checkpoint c;
-  c.source = v.source;
-  c.format = v.format;
-  c.config = v.config;
-  c.rope_style = v.rope_style;
-  c.tensors = v.tensors;
-  return impl_->score(LlamaModel(std::move(c)));
+  return impl_->score(LlamaModel(share_weights(v)));
 }
 
 CalibrationScore CalibrationReference::score_with(const std::map<std::string, Tensor>& replaced) const {

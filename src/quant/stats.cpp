@@ -21,11 +21,7 @@ namespace {
 // The checkpoint's weights as f32 (the statistics are those of the unquantized model, whatever
 // the stored type), for a LlamaModel: its forward pass then runs the f32 kernels throughout.
 Checkpoint f32_copy(const Checkpoint& ck) {
-  Checkpoint out;
-  out.source = ck.source;
-  out.format = ck.format;
-  out.config = ck.config;
-  out.rope_style = ck.rope_style;
+  Checkpoint out = share_weights(ck);
   for (const auto& [name, t] : ck.tensors)
     out.tensors[name] = t.dtype() == DType::F32 && t.is_contiguous() ? t : t.to(DType::F32);
   return out;

@@ -392,7 +392,7 @@ HwModelResult run_hw_model(const std::vector<MetricRow>& rows, const HwModelOpti
   std::map<Phase, double> eff;
   for (const auto& [phase, i] : calib) {
     const ModeledFigure& f = r.figures[i];
-    Calibration c;
+    PhaseCalibration c;
     c.phase = phase, c.row = f.row;
     c.roofline_s = roofline_seconds(f.cost, o.cpu);
     c.measured_s = f.row->median;

@@ -212,7 +212,9 @@ TEST(Allocate, PlanForBpwBudget) {
   plan = plan_for_budget(m, Budget::bpw(16), &r);
   EXPECT_TRUE(plan.empty());
   EXPECT_EQ(r.predicted, 0.0);
-  plan = plan_for_budget(m, Budget::bpw(16), &r, AllocationOptions{false, false});
+  AllocationOptions no_keep;
+  no_keep.allow_keep = false;
+  plan = plan_for_budget(m, Budget::bpw(16), &r, no_keep);
   EXPECT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan.at("model.layers.0.mlp.down_proj.weight"), DType::Q8_0);
 }
@@ -297,6 +299,146 @@ TEST(Allocate, ParetoPruning) {
   AllocationOptions po;
   po.use_proxy = true;
   EXPECT_NO_THROW(allocation_options(m, po));
+}
+
+}  // namespace
+}  // namespace genperf
+
+namespace genperf {
+namespace {
+
+// Decode seconds for synthetic_map: q2_k is the smallest but slower than q4_k (its dequantization
+// costs more than its bytes save), so by time it is dominated; bf16 (keep) is the slowest.
+TensorSeconds synthetic_seconds() {
+  TensorSeconds t;
+  t.fixed = 3e-6;
+  for (const char* n : {"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight"})
+    t.seconds[n] = {{DType::Q2_K, 5.5e-6}, {DType::Q4_K, 5e-6}, {DType::Q8_0, 6e-6}, {DType::BF16, 10e-6}};
+  return t;
+}
+
+TEST(Allocate, LatencyBudgetMinimizesKlUnderTheStepTime) {
+  const SensitivityMap m = synthetic_map();
+  const TensorSeconds ts = synthetic_seconds();
+  AllocationOptions o;
+  o.latency = &ts;
+  AllocationReport r;
+  // 14 us: fixed 3 + q4_k 5 + q8_0 6; the sensitive down_proj gets q8_0.
+  QuantPlan plan = plan_for_budget(m, Budget::latency(14e-6), &r, o);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.up_proj.weight"), DType::Q4_K);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.down_proj.weight"), DType::Q8_0);
+  EXPECT_NEAR(r.predicted, 0.01 + 0.001, 1e-12);
+  EXPECT_NEAR(r.predicted_seconds, 14e-6, 1e-15);
+  EXPECT_EQ(r.budget_seconds, 14e-6);
+  EXPECT_LE(r.lagrangian_bound, r.predicted + 1e-12);
+  EXPECT_NE(r.summary().find("predicted decode step 0.014 ms (budget 0.014 ms)"), std::string::npos) << r.summary();
+  // 13 us: both at q4_k. The smallest format, q2_k, is never chosen: it is slower than q4_k and
+  // less accurate, so a latency budget prunes it.
+  plan = plan_for_budget(m, Budget::latency(13e-6), &r, o);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.up_proj.weight"), DType::Q4_K);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.down_proj.weight"), DType::Q4_K);
+  // 23 us keeps both in bf16 (3 + 10 + 10).
+  plan = plan_for_budget(m, Budget::latency(23e-6), &r, o);
+  EXPECT_TRUE(plan.empty());
+  EXPECT_EQ(r.predicted, 0.0);
+  // 22 us: one must go; the least KL is up_proj at q8_0 (0.0001), down_proj kept.
+  plan = plan_for_budget(m, Budget::latency(22e-6), &r, o);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.up_proj.weight"), DType::Q8_0);
+  EXPECT_NEAR(r.predicted_seconds, 19e-6, 1e-15);
+  // Under another budget the seconds are reported, not used.
+  plan = plan_for_budget(m, Budget::bpw(3.6), &r, o);
+  EXPECT_EQ(plan.at("model.layers.0.mlp.up_proj.weight"), DType::Q2_K);
+  EXPECT_NEAR(r.predicted_seconds, 3e-6 + 5.5e-6 + 5e-6, 1e-15);
+  EXPECT_EQ(r.budget_seconds, 0.0);
+}
+
+TEST(Allocate, LatencyBudgetErrors) {
+  const SensitivityMap m = synthetic_map();
+  const TensorSeconds ts = synthetic_seconds();
+  AllocationOptions o;
+  o.latency = &ts;
+  try {
+    plan_for_budget(m, Budget::latency(12e-6), nullptr, o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--target-latency 0.012 ms cannot be met: the fastest achievable step is 0.013 "
+                                         "ms (0.003 ms of it outside the quantizable tensors"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(plan_for_budget(m, Budget::latency(1), nullptr, {}), Error);  // no seconds
+  EXPECT_THROW(plan_for_budget(m, Budget::latency(0), nullptr, o), Error);
+  TensorSeconds missing = ts;
+  missing.seconds["model.layers.0.mlp.up_proj.weight"].erase(DType::Q8_0);
+  o.latency = &missing;
+  try {
+    plan_for_budget(m, Budget::latency(1), nullptr, o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no decode time for model.layers.0.mlp.up_proj.weight in q8_0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Random maps of 4 tensors x 3 formats (+ keep) with random whole-microsecond times: the plan's
+// KL is the least of every combination that meets the budget (exhaustive enumeration).
+TEST(Allocate, LatencyBudgetMatchesBruteForce) {
+  std::mt19937 rng(20261206);
+  std::printf("seed 20261206\n");
+  std::uniform_int_distribution<int> us(1, 30);
+  std::uniform_real_distribution<double> kl(0.0, 1.0);
+  const DType formats[] = {DType::Q2_K, DType::Q4_K, DType::Q8_0};
+  for (int trial = 0; trial < 40; ++trial) {
+    SensitivityMap m;
+    m.model = "random";
+    m.formats = {std::begin(formats), std::end(formats)};
+    TensorSeconds ts;
+    ts.fixed = 1e-6 * us(rng);
+    std::vector<std::vector<std::pair<double, double>>> opts;  // per tensor: (seconds, kl), keep last
+    for (int i = 0; i < 4; ++i) {
+      SensitivityTensor t;
+      t.name = cat("model.layers.", i, ".mlp.up_proj.weight");
+      t.elements = 256 * 256;
+      t.source_dtype = DType::BF16;
+      t.source_bytes = 2 * t.elements;
+      m.tensors.push_back(t);
+      opts.emplace_back();
+      for (DType f : formats) {
+        SensitivityEntry e;
+        e.tensor = t.name;
+        e.format = f;
+        e.bytes = int64_t(bytes_for(f, t.elements));
+        e.kl = kl(rng);
+        m.entries.push_back(e);
+        ts.seconds[t.name][f] = 1e-6 * us(rng);
+        opts.back().push_back({ts.seconds[t.name][f], e.kl});
+      }
+      ts.seconds[t.name][DType::BF16] = 1e-6 * us(rng);
+      opts.back().push_back({ts.seconds[t.name][DType::BF16], 0.0});
+    }
+    const double budget = ts.fixed + 1e-6 * std::uniform_int_distribution<int>(4, 120)(rng);
+    double best = std::numeric_limits<double>::infinity();
+    for (int c = 0; c < 256; ++c) {
+      double t = ts.fixed, k = 0;
+      for (int i = 0; i < 4; ++i) {
+        const auto& [s, q] = opts[size_t(i)][size_t((c >> (2 * i)) & 3)];
+        t += s, k += q;
+      }
+      if (t <= budget + 1e-12) best = std::min(best, k);
+    }
+    AllocationOptions o;
+    o.latency = &ts;
+    AllocationReport r;
+    if (!std::isfinite(best)) {
+      EXPECT_THROW(plan_for_budget(m, Budget::latency(budget), &r, o), Error) << "trial " << trial;
+      continue;
+    }
+    plan_for_budget(m, Budget::latency(budget), &r, o);
+    EXPECT_NEAR(r.predicted, best, 1e-12) << "trial " << trial;
+    EXPECT_LE(r.predicted_seconds, budget + 1e-12) << "trial " << trial;
+  }
 }
 
 }  // namespace

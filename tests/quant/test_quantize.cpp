@@ -76,12 +76,7 @@ Checkpoint with_tokenizer(Checkpoint ck) {
 
 // Shares the tensors; rebuilds the tokenizer (a Checkpoint owns it).
 Checkpoint copy(const Checkpoint& ck) {
-  Checkpoint c;
-  c.source = ck.source;
-  c.format = ck.format;
-  c.config = ck.config;
-  c.rope_style = ck.rope_style;
-  c.tensors = ck.tensors;
+  Checkpoint c = share_weights(ck);
   if (ck.tokenizer) c.tokenizer = tokenizer_from_vocab(ck.tokenizer->vocab(), ck.source);
   return c;
 }
@@ -555,6 +550,48 @@ TEST(QuantizeCli, AutoRecipeReportsPredictedAndAchievedKl) {
   EXPECT_NEAR(bl.at("predicted_kl").as_number(), predicted, 1e-15);
 }
 
+// --target-latency: the least predicted KL under a decode step time, measured here (and checked
+// against the quantized model's measured step) or modeled for a catalogue device.
+TEST(QuantizeCli, LatencyBudget) {
+  CliModel m;
+  const CmdResult s = gp("sensitivity --model " + m.model + " --calib " + m.text + " --out " + (m.dir / "map") +
+                         " --formats q4_0,q8_0 --ctx 48 --tokens 480 --proxy-only --json", m.dir);
+  ASSERT_EQ(s.code, 0) << s.err;
+  const std::string base = "quantize --model " + m.model + " --recipe auto --proxy --sensitivity " + (m.dir / "map.json") +
+                           " --latency-context 16 --json --out " + (m.dir / "a.gguf");
+  const CmdResult r = gp(base + " --target-latency 1000", m.dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  const Json& al = j.at("allocation");
+  EXPECT_EQ(al.at("latency_kind").as_string(), "measured");
+  EXPECT_EQ(al.at("latency_device").as_string(), "cpu");
+  EXPECT_LE(al.at("predicted_latency_ms").as_number(), 1000.0);
+  EXPECT_EQ(al.at("budget_latency_ms").as_number(), 1000.0);
+  EXPECT_GT(al.at("measured_latency_ms").at("median").as_number(), 0.0);
+  EXPECT_EQ(al.at("measured_latency_ms").at("n").as_int(), 5);
+  EXPECT_GT(al.at("measured_source_latency_ms").at("median").as_number(), 0.0);
+  EXPECT_GT(al.at("predicted_speedup").as_number(), 0.0);
+  // A generous budget keeps every tensor (no KL); the table names every quantizable tensor.
+  EXPECT_EQ(al.at("predicted_proxy").as_number(), 0.0);
+  EXPECT_EQ(j.at("latency").at("tensor_s").as_object().size(), j.at("tensors").as_object().size());
+  EXPECT_EQ(j.at("latency").at("context").as_int(), 16);
+
+  const CmdResult h = gp(base + " --target-latency 1000 --device H100", m.dir);
+  ASSERT_EQ(h.code, 0) << h.err;
+  const Json& hl = Json::parse(h.out).at("allocation");
+  EXPECT_EQ(hl.at("latency_kind").as_string(), "modeled");
+  EXPECT_EQ(hl.at("latency_device").as_string(), "h100");
+  EXPECT_EQ(hl.find("measured_latency_ms"), nullptr);  // no H100 here
+
+  const CmdResult t = gp(base + " --target-latency 1e-6", m.dir);
+  EXPECT_NE(t.code, 0);
+  EXPECT_NE(t.err.find("--target-latency 1e-06 ms cannot be met: the fastest achievable step is"), std::string::npos)
+      << t.err;
+  const CmdResult u = gp(base + " --target-latency 10 --device tpu9", m.dir);
+  EXPECT_NE(u.code, 0);
+  EXPECT_NE(u.err.find("unknown device 'tpu9'"), std::string::npos) << u.err;
+}
+
 TEST(QuantizeCli, BadInputGivesClearErrors) {
   CliModel m;
   const std::string base = "quantize --model " + m.model + " --out " + (m.dir / "o.gguf");
@@ -573,7 +610,8 @@ TEST(QuantizeCli, BadInputGivesClearErrors) {
               "calibration text " + (m.dir / "short.txt") + " has 11 tokens, but 4096 are needed");
   expect_fail("--method imatrix --calib " + (m.dir / "missing.txt"), "missing.txt");
   expect_fail("--recipe uniform:f8_e4m3_b32", "GGUF cannot hold");
-  expect_fail("--recipe auto", "--recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
+  expect_fail("--recipe auto", "--recipe auto needs exactly one of --target-bpw, --target-size, --max-kl and --target-latency");
+  expect_fail("--recipe auto --target-bpw 5 --target-latency 3", "needs exactly one of");
   expect_fail("--recipe auto --target-bpw 5 --max-kl 0.1", "needs exactly one of");
   expect_fail("--recipe auto --target-bpw 5", "give --sensitivity FILE.json");
   fs::create_directories(m.dir / "full");

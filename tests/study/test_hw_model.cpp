@@ -165,7 +165,7 @@ TEST_F(HwModelStore, CalibrationRecoversTheEfficiencyAndTheErrorTableExcludesIt)
   o.devices = {"h100", "gaudi2"};
   const HwModelResult r = run_hw_model(rows, o, db_);
   ASSERT_EQ(r.calibration.size(), 2u);
-  for (const Calibration& c : r.calibration) {
+  for (const PhaseCalibration& c : r.calibration) {
     EXPECT_EQ(c.row->device.isa_path, "avx512");
     EXPECT_NEAR(c.efficiency, c.phase == Phase::Train ? 0.5 : 0.25, 1e-9) << phase_name(c.phase);
   }

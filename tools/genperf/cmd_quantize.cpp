@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "genperf/checkpoint.h"
+#include "genperf/decode_latency.h"
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/llama.h"
@@ -36,10 +37,15 @@ int cmd_quantize(int argc, char** argv) {
          {kModel,
           {"out", "output: a .gguf file, or a directory (HF safetensors; needed for formats GGUF lacks)"},
           {"recipe", "uniform:<format> (q4_0, q4_k, q8_0, f8_e4m3_b32, ...), q4_k_m (llama.cpp's mix), or auto "
-                     "(a budget: --target-bpw, --target-size or --max-kl)", "q4_k_m"},
+                     "(a budget: --target-bpw, --target-size, --max-kl or --target-latency)", "q4_k_m"},
           {"target-bpw", "auto: bits per weight over the quantizable tensors", "", false, true},
           {"target-size", "auto: total weight bytes", "", false, true},
           {"max-kl", "auto: the smallest model whose predicted KL (nats/token) stays below this", "", false, true},
+          {"target-latency", "auto: the least predicted KL whose decode step takes at most this many ms on --device "
+                             "(per-format kernel times measured here, or modeled for a catalogue device)", "", false, true},
+          {"device", "--target-latency: cpu (this machine, measured) or a catalogue device (modeled: h100, a100, ...)",
+           "cpu"},
+          {"latency-context", "--target-latency: tokens in the KV cache when a decode step is timed", "128"},
           {"sensitivity", "auto: a sensitivity map (PREFIX.json of genperf sensitivity); else measured on --calib", "",
            false, true},
           {"proxy", "auto: allocate by the activation-weighted error proxy instead of measured KL", "", true},
@@ -64,13 +70,28 @@ int cmd_quantize(int argc, char** argv) {
   o.method = parse_quant_method(a.str("method"));
   std::vector<std::string> notes;
   std::optional<AutoPlan> autop;
+  DecodeLatencyOptions lo;
+  std::optional<DecodeLatency> latency;
   if (recipe == "auto") {
-    const int budgets = int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl"));
-    GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size and --max-kl");
+    const int budgets =
+        int(a.has("target-bpw")) + int(a.has("target-size")) + int(a.has("max-kl")) + int(a.has("target-latency"));
+    GP_CHECK(budgets == 1, "[quantize] --recipe auto needs exactly one of --target-bpw, --target-size, --max-kl and "
+                           "--target-latency");
     AutoPlanOptions ao;
     ao.budget = a.has("target-bpw")    ? Budget::bpw(a.number("target-bpw"))
                 : a.has("target-size") ? Budget::bytes(a.number("target-size"))
-                                       : Budget::max_kl(a.number("max-kl"));
+                : a.has("max-kl")      ? Budget::max_kl(a.number("max-kl"))
+                                       : Budget::latency(a.number("target-latency") / 1e3);
+    if (a.has("target-latency")) {
+      lo.device = a.str("device");
+      if (lo.device != "cpu") lo.device = catalog_device(lo.device).id;  // names the known ones when unknown
+      lo.context = a.integer("latency-context");
+      lo.progress = !json;
+      ao.latency = [&](const SensitivityMap& m) {
+        latency = decode_latency(ck, m.formats, lo);
+        return latency->table;
+      };
+    }
     ao.proxy = a.flag("proxy");
     ao.sensitivity = a.has("sensitivity") ? a.str("sensitivity") : "";
     ao.calib = a.has("calib") ? a.str("calib") : "";
@@ -143,6 +164,34 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (!autop->ref_note.empty()) allocation["kl_note"] = autop->ref_note;
   }
+  // --target-latency: the step predicted for the mix against the step measured with it (on this
+  // machine only; a catalogue device's figures are modeled).
+  std::optional<Stats> measured, source_measured;
+  if (latency) {
+    const AllocationReport& rp = autop->report;
+    allocation["latency_device"] = latency->device;
+    allocation["latency_kind"] = figure_kind_name(latency->kind);
+    allocation["predicted_latency_ms"] = rp.predicted_seconds * 1e3;
+    allocation["budget_latency_ms"] = rp.budget_seconds * 1e3;
+    allocation["source_latency_ms"] = latency->source_s * 1e3;
+    if (latency->kind == FigureKind::Measured) {
+      // The quantized and the source model side by side in one run: the ratio of their steps holds
+      // when the machine's speed drifts between the allocation's timings and these.
+      const Checkpoint* both[] = {&q, &ck};
+      const std::vector<Stats> st = measure_decode_steps(both, lo);
+      measured = st[0], source_measured = st[1];
+      auto ms = [](const Stats& x) {
+        return Json::Object{{"median", x.median * 1e3}, {"min", x.min * 1e3}, {"max", x.max * 1e3},
+                            {"n", int64_t(x.samples.size())}};
+      };
+      allocation["measured_latency_ms"] = ms(*measured);
+      allocation["measured_source_latency_ms"] = ms(*source_measured);
+      allocation["measured_over_predicted_latency"] = measured->median / rp.predicted_seconds;
+      allocation["predicted_speedup"] = latency->source_s / rp.predicted_seconds;
+      allocation["measured_speedup"] = source_measured->median / measured->median;
+    }
+    for (const std::string& n : latency->notes) notes.push_back("latency: " + n);
+  }
   Json tensors = Json::Object{};
   std::map<std::string, int64_t> counts;
   for (const std::string& name : quantizable_tensors(q)) {
@@ -170,6 +219,7 @@ int cmd_quantize(int argc, char** argv) {
                             {"source_total_bytes", before.total_bytes},
                             {"compression_vs_bf16", after.compression_vs_bf16()},
                             {"allocation", std::move(allocation)},
+                            {"latency", latency ? latency->to_json() : Json()},
                             {"seconds", seconds}});
     return 0;
   }
@@ -203,6 +253,22 @@ int cmd_quantize(int argc, char** argv) {
       std::printf("%s not measured", metric.c_str());
     }
     if (!autop->ref_note.empty()) std::printf(" (%s)", autop->ref_note.c_str());
+    std::printf("\n");
+  }
+  if (latency) {
+    const AllocationReport& rp = autop->report;
+    std::printf("latency on %s (%s): predicted %.4g ms per decode step (budget %.4g ms; %.4g ms unquantized)",
+                latency->device.c_str(), figure_kind_name(latency->kind), rp.predicted_seconds * 1e3,
+                rp.budget_seconds * 1e3, latency->source_s * 1e3);
+    if (measured)
+      std::printf(", measured %.4g ms (%.4g-%.4g, median of %zu; measured / predicted %.3f); speedup over the source "
+                  "model predicted %.3fx, measured %.3fx (%.4g ms unquantized, interleaved with the quantized model's "
+                  "steps)",
+                  measured->median * 1e3, measured->min * 1e3, measured->max * 1e3, measured->samples.size(),
+                  measured->median / rp.predicted_seconds, latency->source_s / rp.predicted_seconds,
+                  source_measured->median / measured->median, source_measured->median * 1e3);
+    else
+      std::printf("; not measured: %s is not this machine", latency->device.c_str());
     std::printf("\n");
   }
   std::fprintf(stderr, "wrote %s\n", out.c_str());

@@ -212,7 +212,7 @@ int cmd_study_model(int argc, char** argv) {
   std::printf("calibration: efficiency = roofline seconds at the peaks / measured median seconds\n");
   std::printf("%-8s %-12s %-52s %-28s %12s %12s %10s\n", "phase", "ISA path", "workload", "metric", "roofline s",
               "measured s", "efficiency");
-  for (const Calibration& c : r.calibration)
+  for (const PhaseCalibration& c : r.calibration)
     std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %10.3g\n", phase_name(c.phase), c.row->device.isa_path.c_str(),
                 workload_text(*c.row).c_str(), c.row->name.c_str(), c.roofline_s, c.measured_s, c.efficiency);
   std::printf("\nerror on measured hardware (this machine; the calibration figures excluded): *modeled* against measured\n");

@@ -778,6 +778,18 @@ std::string hf_config_json(const LlamaConfig& c) {
   return j.dump(2) + "\n";
 }
 
+Checkpoint share_weights(const Checkpoint& ck) {
+  Checkpoint c;
+  c.source = ck.source;
+  c.format = ck.format;
+  c.architecture = ck.architecture;
+  c.config_json = ck.config_json;
+  c.config = ck.config;
+  c.rope_style = ck.rope_style;
+  c.tensors = ck.tensors;
+  return c;
+}
+
 Checkpoint load_checkpoint(const std::string& path, bool with_tokenizer) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
