@@ -5,9 +5,11 @@
 // FLOPs, bytes and the compute type its FLOPs run at. Its time on a device is a per-op roofline:
 //   t = sum over ops of max(flops / (peak[type] x e), bytes / (bandwidth x e))
 // with one efficiency e per workload phase (prefill, decode, train), calibrated on one measured
-// run of this machine (at its best ISA level): e = t(e = 1) / measured seconds. The model's error
-// is then its prediction against every other measured run; every catalogue prediction is
-// *modeled* (BENCHMARKING.md, "where a model of hardware stands in for hardware").
+// run of this machine (at its best ISA level): e = t(e = 1) / measured seconds. This machine has
+// one roofline per ISA level (the peaks and bandwidth its bench infer record measured at that
+// level), and each measured figure is costed with its own level's. The model's error is then its
+// prediction against every other measured run; every catalogue prediction is *modeled*
+// (BENCHMARKING.md, "where a model of hardware stands in for hardware").
 //
 // Shape legend: B sequences (batch), T tokens of each, P position of the first token (decode: the
 // prompt's length), d hidden size, V vocabulary, FF the MLP's hidden size.
@@ -37,7 +39,14 @@ struct RooflineDevice {
   double fp32_tflops = 0, bf16_tflops = 0, memory_gbs = 0;
   FigureKind kind = FigureKind::Modeled;  // Measured for this machine
   std::string source, note;               // where the figures come from; what was substituted
-  double peak_tflops(ComputeType t) const { return t == ComputeType::Bf16 ? bf16_tflops : fp32_tflops; }
+  // This machine at one ISA level: the level ("avx2", as a run's provenance names it; empty for the
+  // catalogue), and whether its bf16 matmuls run in f32 (below AVX-512 genperf converts bf16
+  // weights to f32 blocks and multiplies in f32, gemm_onednn.cpp: they take the f32 peak).
+  std::string isa_path;
+  bool bf16_as_f32 = false;
+  double peak_tflops(ComputeType t) const {
+    return t == ComputeType::Bf16 && !bf16_as_f32 ? bf16_tflops : fp32_tflops;
+  }
   bool has_peak(ComputeType t) const { return t == ComputeType::Elementwise || peak_tflops(t) > 0; }
 };
 // From the planner's catalogue: bf16 is the vendor's bf16 peak, or its fp16 peak where it has no
@@ -45,11 +54,19 @@ struct RooflineDevice {
 // TF32). A peak the vendor does not publish stays 0, and workloads needing it are not timed.
 RooflineDevice roofline_device(const DeviceSpec& d);
 
-// This machine as the roofline sees it. Each figure, in order of preference: given (> 0); read from
-// the `machine` block of a bench infer record under `records_dir` (the GEMM peak of its type and the
-// memory bandwidth, of the record at the best ISA level: Measured, and said so in `source`); or
-// measured now (measure_this_machine). The f32 peak is measured when a bf16 one was read and vice
-// versa only when `measure_missing`.
+// This machine at each ISA level that a bench infer record under `records_dir` measured (`bench
+// infer` without --no-peaks writes a `machine` block: the GEMM peak of the model's compute type at
+// that level, f32 or bf16, and the memory bandwidth), lowest level first, one device per level
+// from its first record by file name; isa_path from the record's provenance, Measured, the file
+// named in `source`. Levels below AVX-512 run bf16 matmuls in f32 (bf16_as_f32). Records of
+// another GEMM type (int8: a quantized model) bound no f32 or bf16 op and are passed over.
+std::vector<RooflineDevice> isa_level_rooflines(const std::string& records_dir);
+
+// This machine at its best ISA level as the roofline sees it (the calibration level). Each figure,
+// in order of preference: given (> 0); read from the record of the best level of
+// isa_level_rooflines(records_dir); or measured now (measure_this_machine, at this process's
+// level). The f32 peak is measured when a bf16 one was read and vice versa only when
+// `measure_missing`. isa_path: the record's level, else this process's (isa_path()).
 struct CpuFigures {
   double fp32_gflops = 0, bf16_gflops = 0, memory_gbs = 0;  // given; 0 = not given
   std::string records_dir;
@@ -97,6 +114,9 @@ struct ModeledFigure {
   Phase phase = Phase::Decode;
   WorkloadCost cost;
   int ranks = 1;  // bench train on N ranks of this machine: N x the work shares the device
+  // This machine's roofline at the figure's ISA level (its run's isa_path), or the calibration
+  // level's where that level's peaks were not measured (said in the notes).
+  RooflineDevice roofline;
 };
 
 // The efficiency of one phase and the run it came from.
@@ -109,6 +129,7 @@ struct PhaseCalibration {
 struct ErrorRow {
   const MetricRow* row = nullptr;
   Phase phase = Phase::Decode;
+  std::string peaks_of;  // the ISA level whose peaks costed it (its own, or the calibration level's)
   double measured_s = 0, predicted_s = 0;
   double error() const { return predicted_s / measured_s - 1; }  // > 0: the model is slow
 };
@@ -121,7 +142,10 @@ struct Prediction {
 };
 
 struct HwModelOptions {
-  RooflineDevice cpu;  // this machine: measured GEMM peaks and bandwidth
+  RooflineDevice cpu;  // this machine at the calibration (best) level: measured GEMM peaks and bandwidth
+  // This machine at its other ISA levels (isa_level_rooflines): a figure is costed with the device
+  // of its run's isa_path; cpu where that is cpu's level, or where no device has it (noted).
+  std::vector<RooflineDevice> cpu_levels;
   std::vector<std::string> devices = {"h100", "h200", "a100", "v100", "gaudi2", "gaudi3"};
 };
 
@@ -135,8 +159,9 @@ struct HwModelResult {
 };
 
 // Costs the store's bench infer (decode.seconds_per_token, prefill[tokens=N].seconds) and bench
-// train (step_seconds) figures, calibrates each phase on the figure of the best ISA level (the
-// first in store order among equals), and predicts each single-rank workload on the devices.
+// train (step_seconds) figures, each with the roofline of its ISA level, calibrates each phase on
+// the figure of the best ISA level (the first in store order among equals), and predicts each
+// single-rank workload on the devices.
 // A workload's config comes from its model (random:<preset>, or a Hugging Face directory's
 // config.json or a GGUF file that exists here). Throws "[hw model] ..." when the store holds no
 // measured figure it can cost, naming the store. The result points into `rows`: keep them alive.

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/onednn.h"
 #include "genperf/bench.h"
 #include "genperf/error.h"
 #include "genperf/rng.h"
@@ -146,9 +147,11 @@ constexpr int64_t kPeakN = 2048;
 }
 
 // One matmul with its operands: src [n, n] row-major, weights in oneDNN's preferred layout
-// (reordered once, the most favourable case), dst f32.
+// (reordered once, the most favourable case), dst f32. On the backend's engine, whose first use
+// caps oneDNN's ISA by GENPERF_ISA: the peak is that of the level's own GEMM path (linear_gemm
+// runs prefill on the same oneDNN, capped the same way), not the best level's.
 struct GemmPeakProbe::Impl {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::engine eng = cpu::onednn_engine();
   dnnl::stream stream{eng};
   dnnl::matmul prim;
   dnnl::memory src, wei, dst;
@@ -157,11 +160,6 @@ struct GemmPeakProbe::Impl {
 GemmPeakProbe::GemmPeakProbe(GemmCompute type) : impl_(std::make_unique<Impl>()) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
-  // oneDNN's ISA cap (GENPERF_ISA) is set when the engine's GEMM first runs; run it first.
-  {
-    Tensor x = Tensor::zeros({1, 1}), w = Tensor::zeros({1, 1}), y = Tensor::zeros({1, 1});
-    cpu::linear_gemm(x, w, nullptr, y, 1, 1, 1);
-  }
   const int64_t n = kPeakN;
   const dt st = type == GemmCompute::Int8 ? dt::u8 : type == GemmCompute::BF16 ? dt::bf16 : dt::f32;
   const dt wt = type == GemmCompute::Int8 ? dt::s8 : st;
@@ -169,7 +167,8 @@ GemmPeakProbe::GemmPeakProbe(GemmCompute type) : impl_(std::make_unique<Impl>())
   const dnnl::memory::desc src_md({n, n}, st, tag::ab), dst_md({n, n}, dt::f32, tag::ab);
   const dnnl::memory::desc wei_any({n, n}, wt, tag::any), wei_plain({n, n}, wt, tag::ab);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), m.eng);
-  how_ = cat("oneDNN ", gemm_compute_name(type), " matmul ", n, "^3 (", pd.impl_info_str(), ")");
+  how_ = cat("oneDNN ", gemm_compute_name(type), " matmul ", n, "^3 (", pd.impl_info_str(), ", oneDNN ISA ",
+             cpu::onednn_isa_name(), ", genperf level ", isa_path(), ")");
   GP_CHECK(std::string(pd.impl_info_str()).rfind("ref", 0) != 0, "[bench] oneDNN has only its reference ",
            gemm_compute_name(type), " matmul on this machine: no peak to measure");
   m.prim = dnnl::matmul(pd);

@@ -61,7 +61,9 @@ GemmCompute gemm_compute_type(DType weight);
 GemmCompute fastest(const std::vector<GemmCompute>& types);
 
 // The peak of a compute type at T = K = N = 2048 on operands kept between calls, measured with
-// oneDNN: f32 x f32, bf16 x bf16 (f32 where the bf16 matmul does not run), u8 x s8 for int8.
+// oneDNN: f32 x f32, bf16 x bf16 (f32 where the bf16 matmul does not run), u8 x s8 for int8. On
+// the backend's engine, so oneDNN is capped by GENPERF_ISA as the backend's own prefill GEMMs are
+// (gemm_onednn.cpp): at a lower level the peak is that level's (how() names oneDNN's ISA).
 class GemmPeakProbe {
  public:
   explicit GemmPeakProbe(GemmCompute type);  // allocates the operands and runs one warm-up call

@@ -11,6 +11,7 @@
 #include "genperf/error.h"
 #include "genperf/llama.h"
 #include "genperf/ops_cost.h"
+#include "genperf/runtime.h"
 
 namespace genperf {
 
@@ -55,62 +56,107 @@ RooflineDevice roofline_device(const DeviceSpec& d) {
   return r;
 }
 
-RooflineDevice this_machine_roofline(const CpuFigures& g) {
+namespace {
+
+// Whether the words of a provenance's isa_flags ("avx2 fma ... avx512_bf16") include `flag`.
+bool has_flag(const std::string& flags, const std::string& flag) {
+  size_t at = 0;
+  while ((at = flags.find(flag, at)) != std::string::npos) {
+    const size_t end = at + flag.size();
+    if ((at == 0 || flags[at - 1] == ' ') && (end == flags.size() || flags[end] == ' ')) return true;
+    at = end;
+  }
+  return false;
+}
+
+// One ISA level of this machine from a bench infer record's machine block; nullopt when the file
+// is not such a record, or its GEMM peak is of a type that bounds no f32 or bf16 op (int8).
+std::optional<RooflineDevice> level_of_record(const std::filesystem::path& f) {
+  Json j;
+  try {
+    j = Json::parse_file(f.string());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  const Json* m = j.is_object() ? j.find("machine") : nullptr;
+  const Json* prov = j.is_object() ? j.find("provenance") : nullptr;
+  if (!m || !m->is_object() || !prov || !prov->is_object()) return std::nullopt;
+  const Json* peak = m->find("gemm_peak_gflops");
+  const Json* bw = m->find("bandwidth_gbs");
+  const Json* gp = m->find("gemm_peak");
+  const Json* type = gp && gp->is_object() ? gp->find("type") : nullptr;
+  const Json* isa = prov->find("isa_path");
+  const Json* flags = prov->find("isa_flags");
+  if (!peak || !peak->is_number() || !(peak->as_number() > 0) || !bw || !bw->is_number() || !(bw->as_number() > 0) ||
+      !isa || !isa->is_string())
+    return std::nullopt;
+  // Records before the type was written measured the f32 peak.
+  const std::string t = type && type->is_string() ? type->as_string() : "f32";
+  if (t != "f32" && t != "bf16") return std::nullopt;
+  RooflineDevice d;
+  d.id = "cpu", d.name = "this machine", d.kind = FigureKind::Measured;
+  d.isa_path = isa->as_string();
+  (t == "bf16" ? d.bf16_tflops : d.fp32_tflops) = peak->as_number() / 1e3;
+  d.memory_gbs = bw->as_number();
+  // The bf16 matmul runs only at the AVX-512 level of a CPU with AVX512-BF16 (gemm_onednn.cpp).
+  const bool bf16_cpu = flags && flags->is_string() && has_flag(flags->as_string(), "avx512_bf16");
+  d.bf16_as_f32 = !(t == "bf16" || (d.isa_path == "avx512" && bf16_cpu));
+  d.source = cat("the machine block of ", f.string());
+  return d;
+}
+
+}  // namespace
+
+std::vector<RooflineDevice> isa_level_rooflines(const std::string& records_dir) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<RooflineDevice> levels;
+  if (records_dir.empty() || !fs::is_directory(records_dir, ec)) return levels;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(records_dir, ec))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    std::optional<RooflineDevice> d = level_of_record(f);
+    if (!d) continue;
+    const bool seen = std::any_of(levels.begin(), levels.end(),
+                                  [&](const RooflineDevice& l) { return l.isa_path == d->isa_path; });
+    if (!seen) levels.push_back(std::move(*d));
+  }
+  std::stable_sort(levels.begin(), levels.end(), [](const RooflineDevice& a, const RooflineDevice& b) {
+    return isa_rank(a.isa_path) < isa_rank(b.isa_path);
+  });
+  return levels;
+}
+
+RooflineDevice this_machine_roofline(const CpuFigures& g) {
   RooflineDevice r;
   r.id = "cpu", r.name = "this machine", r.kind = FigureKind::Measured;
   r.fp32_tflops = g.fp32_gflops / 1e3, r.bf16_tflops = g.bf16_gflops / 1e3, r.memory_gbs = g.memory_gbs;
+  r.isa_path = isa_path();
   std::vector<std::string> from;
   if (g.fp32_gflops > 0 || g.bf16_gflops > 0 || g.memory_gbs > 0) from.push_back("given on the command line");
   // The record of the best ISA level with a machine block (bench infer --out writes one).
-  std::error_code ec;
-  if (!g.records_dir.empty() && fs::is_directory(g.records_dir, ec)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(g.records_dir, ec))
-      if (e.path().extension() == ".json") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    const Json* best = nullptr;
-    Json best_record;
-    int best_rank = -2;
-    std::string record_from;
-    for (const fs::path& f : files) {
-      Json j;
-      try {
-        j = Json::parse_file(f.string());
-      } catch (const Error&) {
-        continue;
-      }
-      const Json* m = j.is_object() ? j.find("machine") : nullptr;
-      const Json* prov = j.is_object() ? j.find("provenance") : nullptr;
-      if (!m || !m->is_object() || !m->find("gemm_peak_gflops") || !m->find("bandwidth_gbs")) continue;
-      const Json* isa = prov && prov->is_object() ? prov->find("isa_path") : nullptr;
-      const int rank = isa && isa->is_string() ? isa_rank(isa->as_string()) : -1;
-      if (rank > best_rank) {
-        best_rank = rank, best_record = j, best = &best_record;
-        record_from = cat("the machine block of ", f.string());
-      }
-    }
-    if (best) {
-      from.push_back(record_from);
-      const Json& m = *best->find("machine");
-      const Json* gp = m.find("gemm_peak");
-      const Json* type = gp && gp->is_object() ? gp->find("type") : nullptr;
-      const double peak = m.find("gemm_peak_gflops")->as_number() / 1e3;
-      const bool bf16 = type && type->is_string() && type->as_string() == "bf16";
-      double& slot = bf16 ? r.bf16_tflops : r.fp32_tflops;
-      if (!(slot > 0)) slot = peak;
-      if (!(r.memory_gbs > 0)) r.memory_gbs = m.find("bandwidth_gbs")->as_number();
-    }
+  const std::vector<RooflineDevice> levels = isa_level_rooflines(g.records_dir);
+  if (!levels.empty()) {
+    const RooflineDevice& best = levels.back();
+    from.push_back(best.source);
+    r.isa_path = best.isa_path;
+    r.bf16_as_f32 = best.bf16_as_f32 && !(g.bf16_gflops > 0);  // a bf16 peak given says it runs
+    if (!(r.fp32_tflops > 0)) r.fp32_tflops = best.fp32_tflops;
+    if (!(r.bf16_tflops > 0)) r.bf16_tflops = best.bf16_tflops;
+    if (!(r.memory_gbs > 0)) r.memory_gbs = best.memory_gbs;
   }
   if (g.measure_missing) {
     const Precision missing[] = {Precision::F32, Precision::Bf16};
     for (const Precision p : missing) {
+      if (p == Precision::Bf16 && r.bf16_as_f32) continue;  // its bf16 ops take the f32 peak
       double& slot = p == Precision::Bf16 ? r.bf16_tflops : r.fp32_tflops;
       if (slot > 0 && r.memory_gbs > 0) continue;
       const MachineFigures m = measure_this_machine(p);
       if (!(slot > 0)) slot = m.gemm_peak_gflops / 1e3;
       if (!(r.memory_gbs > 0)) r.memory_gbs = m.memory_gbs;
-      from.push_back(cat(precision_name(p), " GEMM peak measured now (oneDNN 2048^3)"));
+      from.push_back(cat(precision_name(p), " GEMM peak measured now (oneDNN 2048^3, at the ", isa_path(), " level)"));
     }
   }
   GP_CHECK(r.memory_gbs > 0 && (r.fp32_tflops > 0 || r.bf16_tflops > 0),
@@ -346,6 +392,20 @@ std::optional<ModeledFigure> cost_of(const MetricRow& r, std::map<std::string, s
   return std::nullopt;
 }
 
+// This machine's roofline at an ISA level: the calibration level's (o.cpu), or another level's own
+// (o.cpu_levels); where that level's peaks were not measured, the calibration level's, and a note
+// says so: its figures' error then includes the speed of their ISA path.
+const RooflineDevice& roofline_at(const std::string& isa, const HwModelOptions& o, std::vector<std::string>& notes) {
+  if (isa == o.cpu.isa_path) return o.cpu;
+  for (const RooflineDevice& d : o.cpu_levels)
+    if (d.isa_path == isa) return d;
+  const std::string calib = o.cpu.isa_path.empty() ? "calibration" : o.cpu.isa_path;
+  notes.push_back(cat("the ", isa, " figures are costed with the ", calib, " level's peaks: no bench infer record of the ", isa,
+                      " level has a machine block with an f32 or bf16 GEMM peak (a store of before per-level peaks, or "
+                      "runs with --no-peaks), so their error includes the speed of the ISA path itself"));
+  return o.cpu;
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -371,8 +431,10 @@ HwModelResult run_hw_model(const std::vector<MetricRow>& rows, const HwModelOpti
                             ") left out: the model knows only this machine's peaks"));
       continue;
     }
-    if (!can_time(f->cost, o.cpu)) {
-      r.notes.push_back(cat(row.workload.name, " ", row.name, ": this machine has no ", "measured peak of its type"));
+    f->roofline = roofline_at(row.device.isa_path, o, r.notes);
+    if (!can_time(f->cost, f->roofline)) {
+      r.notes.push_back(cat(row.workload.name, " ", row.name, " at ", row.device.isa_path,
+                            ": this machine has no measured peak of its type at that level"));
       continue;
     }
     r.figures.push_back(std::move(*f));
@@ -394,7 +456,7 @@ HwModelResult run_hw_model(const std::vector<MetricRow>& rows, const HwModelOpti
     const ModeledFigure& f = r.figures[i];
     PhaseCalibration c;
     c.phase = phase, c.row = f.row;
-    c.roofline_s = roofline_seconds(f.cost, o.cpu);
+    c.roofline_s = roofline_seconds(f.cost, f.roofline);
     c.measured_s = f.row->median;
     c.efficiency = c.roofline_s / c.measured_s;
     eff[phase] = c.efficiency;
@@ -411,8 +473,8 @@ HwModelResult run_hw_model(const std::vector<MetricRow>& rows, const HwModelOpti
     const ModeledFigure& f = r.figures[i];
     if (calib.at(f.phase) == i) continue;
     ErrorRow e;
-    e.row = f.row, e.phase = f.phase, e.measured_s = f.row->median;
-    e.predicted_s = roofline_seconds(f.cost, o.cpu, eff.at(f.phase));
+    e.row = f.row, e.phase = f.phase, e.peaks_of = f.roofline.isa_path, e.measured_s = f.row->median;
+    e.predicted_s = roofline_seconds(f.cost, f.roofline, eff.at(f.phase));
     abs_errors.push_back(std::abs(e.error()));
     r.errors.push_back(e);
   }

@@ -180,11 +180,13 @@ int cmd_study_model(int argc, char** argv) {
   Args a("study model",
          {kDb,
           {"devices", "catalogue devices to predict (genperf plan's ids)", "h100,h200,a100,v100,gaudi2,gaudi3"},
-          {"records", "bench records with a machine block (GEMM peak, bandwidth); default: records/ beside the store",
+          {"records", "bench records with a machine block (each ISA level's GEMM peak and bandwidth); default: "
+           "records/ beside the store", "", false, true},
+          {"peak-f32-gflops", "this machine's f32 GEMM peak at its best level (otherwise measured now)", "", false, true},
+          {"peak-bf16-gflops", "this machine's bf16 GEMM peak at its best level (otherwise from the records or measured now)",
            "", false, true},
-          {"peak-f32-gflops", "this machine's f32 GEMM peak (otherwise measured now)", "", false, true},
-          {"peak-bf16-gflops", "this machine's bf16 GEMM peak (otherwise from the records or measured now)", "", false, true},
-          {"bandwidth-gbs", "this machine's memory bandwidth (otherwise from the records or measured now)", "", false, true},
+          {"bandwidth-gbs", "this machine's memory bandwidth at its best level (otherwise from the records or measured now)",
+           "", false, true},
           {"dry-run", "print the model's tables without storing the predictions", "", true}},
          argc, argv, 3);
   if (run_help(a)) return 0;
@@ -204,11 +206,21 @@ int cmd_study_model(int argc, char** argv) {
   if (a.has("peak-bf16-gflops")) g.bf16_gflops = a.number("peak-bf16-gflops");
   if (a.has("bandwidth-gbs")) g.memory_gbs = a.number("bandwidth-gbs");
   o.cpu = this_machine_roofline(g);
+  o.cpu_levels = isa_level_rooflines(g.records_dir);
   const HwModelResult r = run_hw_model(rows, o, db);
 
   std::printf("hardware model (per-op roofline over the op layer's costs; docs/STUDY.md, \"Hardware model\")\n");
-  std::printf("this machine: f32 %.4g GFLOP/s, bf16 %.4g GFLOP/s, memory %.4g GB/s (%s)\n\n", o.cpu.fp32_tflops * 1e3,
-              o.cpu.bf16_tflops * 1e3, o.cpu.memory_gbs, o.cpu.source.c_str());
+  std::printf("this machine by ISA level (each level's figures are costed with its own peaks; the first calibrates):\n");
+  auto print_level = [](const RooflineDevice& d) {
+    char bf16[32] = "runs in f32";
+    if (!d.bf16_as_f32) std::snprintf(bf16, sizeof bf16, "%.4g GFLOP/s", d.bf16_tflops * 1e3);
+    std::printf("  %-12s f32 %.4g GFLOP/s, bf16 %s, memory %.4g GB/s (%s)\n", d.isa_path.c_str(), d.fp32_tflops * 1e3, bf16,
+                d.memory_gbs, d.source.c_str());
+  };
+  print_level(o.cpu);
+  for (auto it = o.cpu_levels.rbegin(); it != o.cpu_levels.rend(); ++it)
+    if (it->isa_path != o.cpu.isa_path) print_level(*it);
+  std::printf("\n");
   std::printf("calibration: efficiency = roofline seconds at the peaks / measured median seconds\n");
   std::printf("%-8s %-12s %-52s %-28s %12s %12s %10s\n", "phase", "ISA path", "workload", "metric", "roofline s",
               "measured s", "efficiency");
@@ -216,11 +228,12 @@ int cmd_study_model(int argc, char** argv) {
     std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %10.3g\n", phase_name(c.phase), c.row->device.isa_path.c_str(),
                 workload_text(*c.row).c_str(), c.row->name.c_str(), c.roofline_s, c.measured_s, c.efficiency);
   std::printf("\nerror on measured hardware (this machine; the calibration figures excluded): *modeled* against measured\n");
-  std::printf("%-8s %-12s %-52s %-28s %12s %12s %8s\n", "phase", "ISA path", "workload", "metric", "measured s",
-              "modeled s", "error");
+  std::printf("%-8s %-12s %-12s %-52s %-28s %12s %12s %8s\n", "phase", "ISA path", "peaks of", "workload", "metric",
+              "measured s", "modeled s", "error");
   for (const ErrorRow& e : r.errors)
-    std::printf("%-8s %-12s %-52s %-28s %12.4g %12.4g %8s\n", phase_name(e.phase), e.row->device.isa_path.c_str(),
-                workload_text(*e.row).c_str(), e.row->name.c_str(), e.measured_s, e.predicted_s, pct(e.error()).c_str());
+    std::printf("%-8s %-12s %-12s %-52s %-28s %12.4g %12.4g %8s\n", phase_name(e.phase), e.row->device.isa_path.c_str(),
+                e.peaks_of.c_str(), workload_text(*e.row).c_str(), e.row->name.c_str(), e.measured_s, e.predicted_s,
+                pct(e.error()).c_str());
   if (r.errors.empty())
     std::printf("no measured figure besides the calibration ones: the model's error is not known here\n\n");
   else

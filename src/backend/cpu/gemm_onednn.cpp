@@ -216,13 +216,34 @@ void matmul_quantized(const float* x, int64_t ldx, const Tensor& w, const float*
 dnnl::engine& onednn_engine() {
   static dnnl::engine e = [] {
     if (const char* s = std::getenv("GENPERF_ISA")) {
-      if (!std::strcmp(s, "avx2")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
-      if (!std::strcmp(s, "avxvnni")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2_vnni);
-      if (!std::strcmp(s, "generic")) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);
+      std::optional<dnnl::cpu_isa> cap;
+      if (!std::strcmp(s, "avx2")) cap = dnnl::cpu_isa::avx2;
+      if (!std::strcmp(s, "avxvnni")) cap = dnnl::cpu_isa::avx2_vnni;
+      if (!std::strcmp(s, "generic")) cap = dnnl::cpu_isa::sse41;
+      // A cap that did not take would run a lower level's GEMMs, and its GEMM peak, at the best
+      // level's ISA while its report says the lower one.
+      const dnnl::status st = cap ? dnnl::set_max_cpu_isa(*cap) : dnnl::status::success;
+      GP_CHECK(st == dnnl::status::success, "[onednn] GENPERF_ISA=", s, ": oneDNN's ISA could not be capped (status ",
+               int(st), "): a oneDNN call ran before the engine was made, or this oneDNN was built without the cap");
     }
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return e;
+}
+
+const char* onednn_isa_name() {
+  onednn_engine();  // the cap first: asking oneDNN fixes its ISA
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
 }
 
 void onednn_set_threads() {

@@ -15,6 +15,9 @@ namespace genperf::cpu {
 // The engine. Its first use caps oneDNN's ISA by GENPERF_ISA (as genperf's kernels are), so that
 // GENPERF_ISA=avx2 runs oneDNN as on an AVX2-only machine: call it before any other oneDNN call.
 dnnl::engine& onednn_engine();
+// The ISA oneDNN dispatches to after that cap ("sse41", "avx2", "avx2_vnni", "avx512_core_bf16",
+// ...): what a record's GEMM peak ran at.
+const char* onednn_isa_name();
 
 // oneDNN's OpenMP thread count set to genperf::num_threads().
 void onednn_set_threads();
