@@ -38,6 +38,12 @@ struct Checkpoint {
 // (a variant, a timing) needs.
 Checkpoint share_weights(const Checkpoint& ck);
 
+// Weights at rest, as model records state them (bench infer, eval, sr eval): the matrices' types,
+// "q4_k" when they share one, else "mixed: 20 q4_k, 16 q3_k, ..." (most frequent first; every
+// 2-D tensor counts), and the bytes of every tensor.
+std::string weight_types(const std::map<std::string, Tensor>& tensors);
+size_t weight_bytes(const std::map<std::string, Tensor>& tensors);
+
 // Reads config.json into a LlamaConfig (architecture LlamaForCausalLM, MistralForCausalLM or
 // Qwen2ForCausalLM); errors name the file and field.
 LlamaConfig read_hf_config(const std::string& path);

@@ -67,15 +67,18 @@ void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, in
 // An SR model directory: config.json (UNetConfig) and model.safetensors (F32, the UNet's
 // parameter names). Written under temporary names and renamed.
 void save_sr_model(const std::string& dir, const UNet<float>& net);
-// Reads one through load_checkpoint (the SR family's side of genperf/model_family.h), so that
-// a quantized model (genperf quantize) loads too: unet_from_checkpoint.
-UNet<float> load_sr_model(const std::string& dir);
 
 }  // namespace genperf::sr
 
 namespace genperf {
 struct Checkpoint;
 namespace sr {
+// Reads one through load_checkpoint (the SR family's side of genperf/model_family.h), so that
+// a quantized model (genperf quantize) loads too: unet_from_checkpoint. files, when not null,
+// receives the checkpoint read: its tensors as the files hold them (a quantized model's types and
+// bytes at rest; genperf/checkpoint.h's weight_types, weight_bytes).
+UNet<float> load_sr_model(const std::string& dir, Checkpoint* files = nullptr);
+
 // The UNet of a checkpoint of the SR family with its weights in f32: quantized matrices are
 // decoded (the network computes in f32; the saving of a quantized UNet is its file and its
 // weights' bytes at rest, not its activations, which dominate the memory of sampling).

@@ -33,4 +33,8 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
                                     const Degradation& d, const UpscaleOptions& o,
                                     const std::function<void(size_t, size_t)>& progress = {});
 
+// The mean over maps of each figure (the spectra's ratios left empty; the name "mean", the size
+// the largest scored): one score for a set of maps, as sr eval's record states it.
+SRMapScore mean_score(const std::vector<SRMapScore>& scores);
+
 }  // namespace genperf::sr

@@ -9,6 +9,7 @@
 //   train.ranks<N>.<mode> bench train on 1 rank, and on 2 unsharded and fully sharded (when
 //                         mpirun is present): scaling and the cost of sharding;
 //   sr.ranks<N>           bench sr, training and sampling steps, on 1 and 2 ranks;
+//   sr.eval               sr eval: the SR model's quality beside bicubic's on held-out maps;
 //   quant.<recipe>.<what> with --text (and --tasks): the default model as it is (bf16) and
 //                         quantized (q8_0, q4_k_m, q4_0): KL against it and perplexity on the
 //                         text (eval kl), multiple-choice accuracy (eval mc) and the speed of

@@ -1,5 +1,7 @@
 // Judging the SR model on held-out maps (genperf/sr_eval.h).
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "genperf/error.h"
 #include "genperf/sr_eval.h"
@@ -43,6 +45,25 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
     if (progress) progress(i + 1, maps.size());
   }
   return scores;
+}
+
+SRMapScore mean_score(const std::vector<SRMapScore>& scores) {
+  GP_CHECK(!scores.empty(), "[sr eval] no maps to average");
+  SRMapScore m;
+  m.name = "mean";
+  for (const SRMapScore& s : scores) {
+    m.size = std::max(m.size, s.size);
+    for (auto [to, from] : {std::pair{&m.psnr_mean, s.psnr_mean}, {&m.psnr_one, s.psnr_one},
+                            {&m.psnr_bicubic, s.psnr_bicubic}, {&m.spectrum.worst, s.spectrum.worst},
+                            {&m.spectrum.min_corr, s.spectrum.min_corr}, {&m.spectrum_bicubic.worst, s.spectrum_bicubic.worst},
+                            {&m.spectrum_bicubic.min_corr, s.spectrum_bicubic.min_corr}, {&m.w1, s.w1},
+                            {&m.w1_bicubic, s.w1_bicubic}, {&m.consistency, s.consistency},
+                            {&m.consistency_bicubic, s.consistency_bicubic}, {&m.coverage, s.coverage},
+                            {&m.ssim_mean, s.ssim_mean}, {&m.ssim_bicubic, s.ssim_bicubic}, {&m.minkowski, s.minkowski},
+                            {&m.seconds, s.seconds}, {&m.flops, s.flops}})
+      *to += from / double(scores.size());
+  }
+  return m;
 }
 
 }  // namespace genperf::sr

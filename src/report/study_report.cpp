@@ -1,6 +1,6 @@
 // The study's report: the store's rows pooled into figures, then one section per question of the
 // study (speedup by ISA level, flash against naive attention, sharding and scaling, the SR model's
-// throughput, accuracy against size), each a set of Vega-Lite specs with their data and tables.
+// throughput and quality, accuracy against size), each a set of Vega-Lite specs with their data and tables.
 // The HTML page and the Markdown summary render the same sections, so their tables agree.
 #include <algorithm>
 #include <cctype>
@@ -179,6 +179,7 @@ std::string noisy_note(const std::vector<const Figure*>& figs) {
 struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  std::string caption = {};  // above the table, where a section has several: what this one is of
 };
 
 struct Section {
@@ -545,7 +546,71 @@ Section sr_section(const std::vector<Figure>& figs) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (e) accuracy against size: a quality metric of a workload whose params name its size
+// (e) the SR model's quality: sr eval's figures (each the mean over the maps) beside bicubic's, a
+// table per workload (the model, the maps, the sampler), a row group per machine.
+
+Section sr_quality_section(const std::vector<Figure>& figs) {
+  Section s;
+  s.title = "Super-resolution quality";
+  s.about = "sr eval: the SR model's samples against the truth of held-out maps, beside bicubic up-sampling of the "
+            "same low-resolution input (docs/SR.md defines each figure); every figure is the mean over the maps. "
+            "Several runs of one workload on one machine give the median of their figures, with (min–max); the "
+            "seconds per map are the median over the maps (the first map's include the first calls' set-up).";
+  struct Row {
+    const char *label, *model, *bicubic, *better;
+  };
+  static const Row kRows[] = {
+      {"PSNR of the samples' mean (dB)", "psnr_mean", "psnr_bicubic", "higher"},
+      {"PSNR of one sample (dB)", "psnr_one", "psnr_bicubic", "higher"},
+      {"SSIM of the mean", "ssim_mean", "ssim_bicubic", "higher"},
+      {"power spectrum, worst |R − 1| (one sample)", "spectrum_worst", "spectrum_worst_bicubic", "lower"},
+      {"cross-correlation, least r(k) (one sample)", "min_corr", "min_corr_bicubic", "higher"},
+      {"W1 of the values (one sample)", "w1", "w1_bicubic", "lower"},
+      {"consistency ‖D(SR) − LR‖ / ‖LR‖ (mean)", "consistency", "consistency_bicubic", "lower"},
+      {"coverage of the truth by mean ± sd", "coverage", nullptr, "0.68 when calibrated"},
+      {"Minkowski functionals' distance, over bicubic's", "minkowski", nullptr, "below 1"},
+      {"seconds per map", "seconds_per_map", nullptr, "lower"}};
+  // A figure of one run as it is; of several, their median and range.
+  auto value = [](const Figure* f) -> std::string {
+    return !f ? "–" : f->runs.size() > 1 || f->n > 1 ? cell(*f) : num(f->median);
+  };
+  std::map<std::string, std::vector<const Figure*>> workloads;  // params -> a figure of each configuration
+  for (const Figure* f : of(figs, "sr eval"))
+    if (f->row->name == "psnr_mean") workloads[canonical_json(f->params())].push_back(f);
+  std::vector<const Figure*> used;
+  for (auto& [key, configs] : workloads) {
+    std::stable_sort(configs.begin(), configs.end(), [](const Figure* a, const Figure* b) {
+      return std::make_tuple(host(*a), a->row->run.threads) < std::make_tuple(host(*b), b->row->run.threads);
+    });
+    const Json& p = configs.front()->params();
+    Table t{{"machine", "figure", "model", "bicubic", "better"}, {}};
+    t.caption = cat(param_text(p, "model"), " (", param_text(p, "weight_types"), ", ",
+                    num(param_number(p, "weights_bytes") / 1e6), " MB) on ", param_text(p, "data"), ": ",
+                    param_text(p, "sampler"), ", ", param_text(p, "steps"), " steps, ", param_text(p, "samples"),
+                    " samples, seed ", param_text(p, "seed"), ", tiles of ", param_text(p, "tile"));
+    // One sample has no spread: its coverage is not measured.
+    const bool one_sample = param_number(p, "samples") < 2;
+    for (const Figure* first : configs) {
+      const std::string machine = cat(host(*first), ", ", first->row->run.threads, " threads");
+      for (const Row& r : kRows) {
+        const Figure* m = find(figs, first->config, r.model);
+        const Figure* b = r.bicubic ? find(figs, first->config, r.bicubic) : nullptr;
+        const bool unmeasured = one_sample && std::string(r.model) == "coverage";
+        t.rows.push_back({machine, r.label, unmeasured ? "–" : value(m), r.bicubic ? value(b) : "", r.better});
+        for (const Figure* f : {m, b})
+          if (f) used.push_back(f);
+      }
+    }
+    s.tables.push_back(std::move(t));
+  }
+  // No noise note: the quality figures are the same on every run of a seed, and the seconds are
+  // of different maps, the first with the first calls' set-up, not repetitions of one.
+  if (close_section(s, used, "No sr eval figures in this store.")) s.note.clear();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) accuracy against size: a quality metric of a workload whose params name its size
 // (size_bytes, or weights_bytes as eval records give it).
 
 double size_bytes(const Json& params) {
@@ -669,6 +734,7 @@ std::string markdown(const std::vector<Section>& sections, const std::string& so
       continue;
     }
     for (const Table& t : s.tables) {
+      if (!t.caption.empty()) md += cat(t.caption, "\n\n");
       for (const std::string& h : t.header) md += "| " + md_cell(h) + " ";
       md += "|\n";
       for (size_t i = 0; i < t.header.size(); ++i) md += i < 2 ? "|---" : "|--:";
@@ -696,7 +762,7 @@ std::string html(const std::vector<Section>& sections, const ReportAssets& a, co
       "body{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:1200px;color:#222}\n"
       "table{border-collapse:collapse;margin:12px 0;font-size:13px}\n"
       "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f0f0}\n"
-      "td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}\n"
+      "td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}caption{text-align:left;padding:4px 0}\n"
       ".about{max-width:900px}.provenance{color:#555;font-size:12px}.empty{font-style:italic}\n"
       "em.modeled{color:#a33}\n</style>\n</head>\n<body>\n<h1>genperf study report: ", report::xml_text(source), "</h1>\n<p>",
       report::xml_text(summary), "</p>\n<p class=\"about\">Medians with (min–max) over the repetitions; throughput is work / "
@@ -714,7 +780,9 @@ std::string html(const std::vector<Section>& sections, const ReportAssets& a, co
       specs.push_back(c);
     }
     for (const Table& t : s.tables) {
-      h += "<table>\n<tr>";
+      h += "<table>\n";
+      if (!t.caption.empty()) h += cat("<caption>", report::xml_text(t.caption), "</caption>\n");
+      h += "<tr>";
       for (const std::string& c : t.header) h += "<th>" + report::xml_text(c) + "</th>";
       h += "</tr>\n";
       for (const auto& row : t.rows) {
@@ -758,7 +826,7 @@ StudyReport study_report(const std::vector<MetricRow>& rows, const ReportAssets&
   const std::string summary = cat(runs.size(), " runs on ", machines.size(), machines.size() == 1 ? " machine, " : " machines, ",
                                   figs.size(), " figures.");
   const std::vector<Section> sections = {isa_section(figs), attention_section(figs), scaling_section(figs),
-                                         sr_section(figs), accuracy_section(figs)};
+                                         sr_section(figs), sr_quality_section(figs), accuracy_section(figs)};
   StudyReport r;
   for (const Section& s : sections) r.charts += int(s.charts.size());
   r.html = html(sections, assets, source, summary);

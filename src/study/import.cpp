@@ -1,4 +1,5 @@
-// import_bench_record: a record of `genperf bench infer|train|sr` becomes a run of the store.
+// import_bench_record: a record of `genperf bench infer|train|sr`, `eval kl|mc|ppl` or `sr eval`
+// becomes a run of the store.
 // Which benchmark wrote it and what defines its workload are rows of a table; the metrics are
 // found by walking the record for Stats-valued fields, so a figure added to a benchmark is stored
 // without a change here.
@@ -36,6 +37,15 @@ const std::vector<BenchKind>& bench_kinds() {
        {{"kl_mean", "nats"}, {"kl_p99", "nats"}, {"top1_agreement", ""}, {"ppl", ""}, {"ppl_delta", ""}}},
       {"eval mc", "acc_norm", {"model", "weight_types", "weights_bytes", "parameters", "n"}, {{"acc", ""}, {"acc_norm", ""}}},
       {"eval ppl", "nll", {"model", "weight_types", "weights_bytes", "parameters", "max_bytes"}, {{"ppl", ""}, {"nll", "nats"}}},
+      // The SR model's quality on held-out maps, each figure the mean over the maps, beside
+      // bicubic's; the seconds per map are its Stats field. Its workload is the model as stored,
+      // the maps, the sampler and the degradation; the batch changes the seconds alone.
+      {"sr eval", "psnr_bicubic",
+       {"model", "weight_types", "weights_bytes", "parameters", "scale", "data", "steps", "sampler", "eta", "samples",
+        "seed", "tile", "overlap", "batch", "blur", "noise"},
+       {{"psnr_mean", "dB"}, {"psnr_one", "dB"}, {"psnr_bicubic", "dB"}, {"ssim_mean", ""}, {"ssim_bicubic", ""},
+        {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
+        {"w1_bicubic", ""}, {"consistency", ""}, {"consistency_bicubic", ""}, {"coverage", ""}, {"minkowski", ""}}},
   };
   return kinds;
 }
@@ -141,8 +151,12 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
   const BenchKind* kind = nullptr;
   for (const BenchKind& k : bench_kinds())
     if (record.find(k.signature)) kind = &k;
-  GP_CHECK(kind, "[study] ", source, ": not a record of bench infer, train, sr or eval kl, mc, ppl (none of decode, "
-           "step_seconds, train_step_seconds, kl_mean, acc_norm, nll)");
+  if (!kind) {
+    std::string names, signatures;
+    for (const BenchKind& k : bench_kinds())
+      names += cat(names.empty() ? "" : ", ", k.name), signatures += cat(signatures.empty() ? "" : ", ", k.signature);
+    fail("[study] ", source, ": not a record of ", names, " (none of ", signatures, ")");
+  }
   Workload w{kind->name, Json::Object{}};
   for (const char* key : kind->parameters)
     if (const Json* v = find_path(record, key)) w.params[key] = *v;

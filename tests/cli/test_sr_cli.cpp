@@ -2,8 +2,11 @@
 // and provenance; its WCS checked by astropy (tests/io/fits_ref.py check); the same bytes for a
 // seed at any thread count (the pixels); and bad input (a scale the model was not trained for, a truncated
 // file, a map smaller than one tile) giving a clear error, a non-zero exit and no output file.
+// genperf sr eval --out on the committed default model: the record's workload, its figures (the
+// mean over the maps of each map's row) and provenance; a missing directory refused at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +15,7 @@
 #include "genperf/diffusion.h"
 #include "genperf/fileio.h"
 #include "genperf/fits.h"
+#include "genperf/json.h"
 #include "genperf/png.h"
 #include "genperf/rng.h"
 
@@ -119,6 +123,62 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("smaller than one tile"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(tmp / "bad.fits"));
+}
+
+TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
+  TempDir tmp("srcli-eval");
+  const std::string model = std::string(GENPERF_TEST_DIR) + "/../models/sr-default";
+  // Two 64 x 64 held-out fields, one tile each, two samples of two steps: seconds, not quality.
+  const std::string args = "sr eval --model " + model + " --data synthetic:2:64:2001 --steps 2 --samples 2 --tile 64 "
+                           "--seed 3 --threads 2";
+  CliResult r = run_genperf(args + " --json --out " + (tmp / "eval.json"), tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse_file(tmp / "eval.json");
+  EXPECT_EQ(Json::parse(r.out, "stdout").dump(), j.dump());  // --json prints the record
+  EXPECT_EQ(j.at("model").as_string(), model);
+  EXPECT_EQ(j.at("data").as_string(), "synthetic:2:64:2001");
+  EXPECT_EQ(j.at("weight_types").as_string(), "f32");
+  EXPECT_EQ(j.at("weights_bytes").as_int(), 4 * j.at("parameters").as_int());
+  EXPECT_EQ(j.at("scale").as_int(), 4);
+  EXPECT_EQ(j.at("steps").as_int(), 2);
+  EXPECT_EQ(j.at("sampler").as_string(), "ddim");
+  EXPECT_EQ(j.at("eta").as_number(), 0);
+  EXPECT_EQ(j.at("samples").as_int(), 2);
+  EXPECT_EQ(j.at("seed").as_int(), 3);
+  EXPECT_EQ(j.at("tile").as_int(), 64);
+  EXPECT_EQ(j.at("blur").as_number(), -1);
+  EXPECT_EQ(j.at("noise").as_number(), 0);
+  EXPECT_NE(j.at("provenance").at("command").as_string().find("sr eval"), std::string::npos);
+  EXPECT_FALSE(j.at("provenance").at("cpu").as_string().empty());
+  const Json::Array& maps = j.at("maps").as_array();
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].at("map").as_string(), "synthetic-64-seed2001");
+  EXPECT_EQ(maps[1].at("size").as_int(), 64);
+  for (const char* key : {"psnr_mean", "psnr_one", "psnr_bicubic", "ssim_mean", "ssim_bicubic", "spectrum_worst",
+                          "spectrum_worst_bicubic", "min_corr", "min_corr_bicubic", "w1", "w1_bicubic", "consistency",
+                          "consistency_bicubic", "coverage", "minkowski"}) {
+    const double mean = (maps[0].at(key).as_number() + maps[1].at(key).as_number()) / 2;
+    EXPECT_NEAR(j.at(key).as_number(), mean, 1e-12 * (1 + std::abs(mean))) << key;
+    EXPECT_TRUE(std::isfinite(mean)) << key;
+  }
+  EXPECT_GT(j.at("coverage").as_number(), 0);  // two samples have a spread
+  const Json& seconds = j.at("seconds_per_map");
+  ASSERT_EQ(seconds.at("n").as_int(), 2);
+  EXPECT_EQ(seconds.at("samples").as_array()[1].as_number(), maps[1].at("seconds").as_number());
+  EXPECT_GT(seconds.at("min").as_number(), 0);
+
+  // --out into a directory that does not exist: refused before the evaluation, nothing written.
+  r = run_genperf(args + " --out " + (tmp / "missing/eval.json"), tmp);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("[sr eval] --out " + (tmp / "missing/eval.json") + ": the directory " + (tmp / "missing") +
+                       " does not exist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "missing"));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(std::string(tmp / ""))) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"eval.json", "stderr.txt"}));  // no temporary left
 }
 
 }  // namespace

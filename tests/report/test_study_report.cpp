@@ -94,6 +94,18 @@ void build_store(const std::string& path) {
   // A second run of the same: its samples join the first's (median still 0.16, fastest 0.14).
   add_run(s, alpha, "avx512", "bench sr", sr(8, 2), {{"train_step_seconds", {0.14, 0.16, 0.16}}});
 
+  // SR quality: two runs of one sr eval workload, their figures one sample each (medians: PSNR
+  // 30.5 dB against bicubic's 28, coverage 0.65); the seconds per map of both runs pooled (1.15).
+  const Json sr_eval = Json::Object{{"model", "models/sr-default"}, {"weight_types", "f32"}, {"weights_bytes", 3.2e6},
+                                    {"data", "synthetic:2:128:2001:mixed"}, {"sampler", "ddim"}, {"steps", 10},
+                                    {"samples", 2}, {"seed", 0}, {"tile", 128}};
+  add_run(s, alpha, "avx512", "sr eval", sr_eval,
+          {{"psnr_mean", {30}}, {"psnr_bicubic", {28}}, {"coverage", {0.6}}, {"minkowski", {0.8}},
+           {"seconds_per_map", {1.0, 1.2}}});
+  add_run(s, alpha, "avx512", "sr eval", sr_eval,
+          {{"psnr_mean", {31}}, {"psnr_bicubic", {28}}, {"coverage", {0.7}}, {"minkowski", {0.8}},
+           {"seconds_per_map", {1.1, 1.3}}});
+
   // Quality against size: q6_k is larger than q8_0 and worse, so it is off the front.
   for (const auto& [recipe, size, kl] : std::vector<std::tuple<std::string, double, double>>{
            {"q2_k", 2e6, 0.3}, {"q4_k_m", 4e6, 0.05}, {"q8_0", 7e6, 0.01}, {"q6_k", 8e6, 0.02}})
@@ -142,6 +154,21 @@ TEST_F(StudyReportTest, MarkdownTablesShowTheFiguresOfTheMedians) {
   EXPECT_NE(md.find("| 64 | 4 | 1 | 4 | 40 (36.36–44.44) | 80 (66.67–100) |\n| alpha | models/sr-default | 64 | 8 | 2 |"),
             std::string::npos)
       << md;
+  // SR quality: the model beside bicubic, medians of the two runs; a figure not recorded is "–".
+  EXPECT_NE(md.find("models/sr-default (f32, 3.2 MB) on synthetic:2:128:2001:mixed: ddim, 10 steps, 2 samples, seed "
+                    "0, tiles of 128\n\n| machine | figure | model | bicubic | better |\n|---|---|--:|--:|--:|\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| alpha, 4 threads | PSNR of the samples' mean (dB) | 30.5 (30–31) | 28 (28–28) | higher |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| alpha, 4 threads | SSIM of the mean | – | – | higher |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| alpha, 4 threads | coverage of the truth by mean ± sd | 0.65 (0.6–0.7) |  | 0.68 when calibrated |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| Minkowski functionals' distance, over bicubic's | 0.8 (0.8–0.8) |  | below 1 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| alpha, 4 threads | seconds per map | 1.15 (1–1.3) |  | lower |"), std::string::npos) << md;
   // The Pareto front of KL against size.
   EXPECT_NE(md.find("| q4_k_m | 4 | 0.05 (0.05–0.05) | yes |"), std::string::npos) << md;
   EXPECT_NE(md.find("| q6_k | 8 | 0.02 (0.02–0.02) |  |"), std::string::npos) << md;
@@ -180,6 +207,10 @@ TEST_F(StudyReportTest, HtmlEmbedsTheSpecsDataAndLibrary) {
   // Modeled marks are hollow and dashed: the kind scales map modeled to no fill and a dash.
   EXPECT_NE(specs.as_array()[0].dump().find("\"strokeDash\":{\"field\":\"kind\""), std::string::npos);
   EXPECT_NE(r.html.find("<em class=\"modeled\">modeled</em>"), std::string::npos);
+  // The SR quality section: tables alone, each with its workload as the caption.
+  EXPECT_NE(r.html.find("<h2>Super-resolution quality</h2>"), std::string::npos);
+  EXPECT_NE(r.html.find("<caption>models/sr-default (f32, 3.2 MB) on synthetic:2:128:2001:mixed"), std::string::npos);
+  EXPECT_NE(r.html.find("<td>30.5 (30–31)</td><td>28 (28–28)</td><td>higher</td>"), std::string::npos);
 }
 
 TEST_F(StudyReportTest, SectionsWithoutDataSaySoInOneLine) {
@@ -192,6 +223,7 @@ TEST_F(StudyReportTest, SectionsWithoutDataSaySoInOneLine) {
   for (const std::string& s : {r.markdown, r.html}) {
     EXPECT_NE(s.find("No quantization metrics in this store"), std::string::npos);
     EXPECT_NE(s.find("No bench sr figures in this store."), std::string::npos);
+    EXPECT_NE(s.find("No sr eval figures in this store."), std::string::npos);
     EXPECT_NE(s.find("No pair of bench train figures"), std::string::npos);
   }
 }

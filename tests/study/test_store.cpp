@@ -386,7 +386,8 @@ TEST(Store, BenchRecordImportsOnce) {
   expect_error([&] { import_bench_record(s, Json::parse("[1, 2]"), "a.json"); }, {"a.json", "not a genperf bench record"});
   expect_error([&] { import_bench_record(s, Json::parse("{\"decode\": {}}"), "b.json"); }, {"b.json", "no provenance"});
   const Json other = Json::Object{{"provenance", rec.at("provenance")}, {"loss", 1.5}};
-  expect_error([&] { import_bench_record(s, other, "c.json"); }, {"c.json", "not a record of bench infer, train, sr or eval kl, mc, ppl"});
+  expect_error([&] { import_bench_record(s, other, "c.json"); }, {"c.json", "not a record of bench infer, bench train, bench sr, eval kl, eval mc, eval ppl, sr eval",
+                                                              "psnr_bicubic"});
   Json lying = rec;
   lying["time_to_first_token_s"]["median"] = 12345.0;
   expect_error([&] { import_bench_record(s, lying, "d.json"); }, {"d.json", "time_to_first_token_s.median", "12345"});

@@ -1,9 +1,10 @@
-// `genperf study` end to end: real records of `genperf bench infer`, `train` and `sr` imported,
+// `genperf study` end to end: real records of `genperf bench infer`, `train`, `sr` and `sr eval` imported,
 // stores merged in either form, exported and shown; bad input gives an error naming the file, a
 // non-zero exit and no file left behind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -19,16 +20,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One record of each benchmark, on the smallest shapes, made once for the suite.
+const std::string kModels = std::string(GENPERF_TEST_DIR) + "/../models";
+
+// One record of each benchmark, on the smallest shapes, and of sr eval on one small held-out
+// map of the committed SR model, made once for the suite.
 class StudyCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("study-cli");
     for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{
-             {"infer", "bench infer --model random:tiny --reps 2 --prefill 16 --decode-prompt 8 --decode-tokens 2"},
-             {"train", "bench train --model random:tiny --seq 16 --reps 2"},
-             {"sr", "bench sr --batch 1 --size 16 --reps 2"}}) {
-      const CliResult r = run_genperf(args + " --no-peaks --threads 2 --json --out " + record(name), *dir_);
+             {"infer", "bench infer --model random:tiny --reps 2 --prefill 16 --decode-prompt 8 --decode-tokens 2 --no-peaks"},
+             {"train", "bench train --model random:tiny --seq 16 --reps 2 --no-peaks"},
+             {"sr", "bench sr --batch 1 --size 16 --reps 2 --no-peaks"},
+             {"sreval", "sr eval --model " + kModels + "/sr-default --data synthetic:2:64:2001 --steps 2 --samples 2 --tile 64"}}) {
+      const CliResult r = run_genperf(args + " --threads 2 --json --out " + record(name), *dir_);
       ASSERT_EQ(r.code, 0) << args << ": " << r.err;
     }
   }
@@ -97,6 +102,75 @@ TEST_F(StudyCli, ImportMergeExportShow) {
   EXPECT_EQ(kinds, (std::set<std::string>{"bench infer", "bench sr", "bench train"}));
   const std::string csv = read_text_file(tmp_ / "a.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), metrics + 1);
+}
+
+// sr eval's record: stored as a run of kind "sr eval" with its workload and figures (PSNR in dB,
+// the seconds per map as samples), once however often it is imported; the report's SR quality
+// table shows its figures beside bicubic's.
+TEST_F(StudyCli, SrEvalRecordIsStoredOnceAndReported) {
+  const std::string db = tmp_ / "sr.db";
+  const Json rec = Json::parse_file(record("sreval"));
+  CliResult r = run_genperf("study import --db " + db + " " + record("sreval"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(": sr eval run "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", 16 metrics"), std::string::npos) << r.out;  // 15 figures and the seconds per map
+  const std::string before = run_genperf("study show --db " + db, tmp_).out;
+  r = run_genperf("study import --db " + db + " " + record("sreval") + " " + record("sreval"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(already stored)"), std::string::npos) << r.out;
+  const std::string after = run_genperf("study show --db " + db, tmp_).out;
+  EXPECT_EQ(count_of(after, "runs"), 1) << after;
+  EXPECT_EQ(count_of(after, "samples"), count_of(before, "samples")) << after;
+  EXPECT_EQ(count_of(after, "samples"), 15 + 2);  // a sample per figure, one per map timed
+
+  r = run_genperf("study export --db " + db + " --json " + (tmp_ / "sr.json"), tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::set<std::string> names;
+  const Json metrics = Json::parse_file(tmp_ / "sr.json");
+  for (const Json& m : metrics.as_array()) {
+    const std::string name = m.at("metric").as_string();
+    names.insert(name);
+    EXPECT_EQ(m.at("workload").as_string(), "sr eval");
+    EXPECT_EQ(m.at("params").at("data").as_string(), "synthetic:2:64:2001");
+    EXPECT_EQ(m.at("params").at("weight_types").as_string(), "f32");
+    EXPECT_EQ(m.at("params").at("steps").as_int(), 2);
+    EXPECT_EQ(m.at("unit").as_string(), name.rfind("psnr", 0) == 0 ? "dB" : name == "seconds_per_map" ? "s" : "") << name;
+    if (name == "seconds_per_map") {
+      EXPECT_EQ(m.at("samples").as_array().size(), 2u);
+    } else {
+      EXPECT_EQ(m.at("median").as_number(), rec.at(name).as_number()) << name;
+    }
+  }
+  for (const char* name : {"psnr_mean", "psnr_bicubic", "ssim_bicubic", "w1", "coverage", "minkowski", "seconds_per_map"})
+    EXPECT_TRUE(names.count(name)) << name;
+
+  const std::string assets = tmp_ / "node_modules";
+  for (const char* f : {"vega/build/vega.min.js", "vega-lite/build/vega-lite.min.js", "vega-embed/build/vega-embed.min.js"}) {
+    fs::create_directories(fs::path(assets + "/" + f).parent_path());
+    write_file_atomic(assets + "/" + f, "/*stub*/");
+  }
+  r = run_genperf("report --db " + db + " --out " + (tmp_ / "r.html") + " --assets " + assets, tmp_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto fig = [&](const char* key) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", rec.at(key).as_number());
+    return std::string(b);
+  };
+  const std::string md = read_text_file(tmp_ / "r.md"), html = read_text_file(tmp_ / "r.html");
+  EXPECT_NE(md.find("## Super-resolution quality"), std::string::npos) << md;
+  EXPECT_NE(md.find(kModels + "/sr-default (f32, "), std::string::npos) << md;
+  EXPECT_NE(md.find(" threads | PSNR of the samples' mean (dB) | " + fig("psnr_mean") + " | " + fig("psnr_bicubic") +
+                    " | higher |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find(" threads | SSIM of the mean | " + fig("ssim_mean") + " | " + fig("ssim_bicubic") + " |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find(" threads | Minkowski functionals' distance, over bicubic's | " + fig("minkowski") + " |  |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(html.find("<h2>Super-resolution quality</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<td>" + fig("w1") + "</td><td>" + fig("w1_bicubic") + "</td>"), std::string::npos);
 }
 
 // The hardware model on real records: given peaks (nothing measured), predictions stored as
@@ -170,14 +244,17 @@ TEST_F(StudyCli, BadInputNamesTheFileAndLeavesNothing) {
 // missing a record (interrupted) runs that workload alone when started again.
 TEST_F(StudyCli, TheQuickSuiteRunsStoresAndResumes) {
   setenv("ASAN_OPTIONS", "detect_leaks=0", 1);  // OpenMPI's own allocations, in the sanitizer build
-  const std::string models = std::string(GENPERF_TEST_DIR) + "/../models", out = tmp_ / "study";
+  const std::string& models = kModels;
+  const std::string out = tmp_ / "study";
   CliResult r = run_genperf("study --suite quick --out " + out + " --models " + models, tmp_);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   int64_t n = 0;
   for (const auto& e : fs::directory_iterator(out + "/records")) n += e.path().extension() == ".json";
-  EXPECT_GE(n, 9) << r.out;  // 1+ ISA levels, 4 attention runs, 1+ rank runs, 1+ SR runs
+  EXPECT_GE(n, 10) << r.out;  // 1+ ISA levels, 4 attention runs, 1+ rank runs, 1+ SR runs, SR quality
   EXPECT_NE(r.out.find("/" + std::to_string(n) + "] infer.generic"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("train.flash.seq512"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("] sr.eval "), std::string::npos) << r.out;
+  EXPECT_EQ(Json::parse_file(out + "/records/sr.eval.json").at("maps").as_array().size(), 2u);
   CliResult show = run_genperf("study show --db " + out + "/study.db", tmp_);
   ASSERT_EQ(show.code, 0) << show.err;
   EXPECT_EQ(count_of(show.out, "runs"), n) << show.out;

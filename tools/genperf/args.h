@@ -21,6 +21,7 @@ class Args {
   // Parses argv[first..]; throws genperf::Error on unknown or malformed options.
   Args(const std::string& verb, const std::vector<OptionSpec>& specs, int argc, char** argv, int first);
   bool help() const { return help_; }
+  const std::string& verb() const { return verb_; }
   std::string usage() const;
   bool flag(const std::string& name) const;
   bool has(const std::string& name) const;

@@ -13,7 +13,6 @@
 #include "genperf/bench.h"
 #include "genperf/comm.h"
 #include "genperf/error.h"
-#include "genperf/fileio.h"
 
 namespace genperf::cli {
 
@@ -21,11 +20,11 @@ int cmd_bench_comm(int argc, char** argv) {
   Args a("bench comm",
          {{"mb", "message size per rank, MiB (PyTorch DDP's bucket is 25)", "25"},
           {"reps", "timed calls per collective, after one warm-up", "5"},
-          {"out", "also write the JSON record to this file", "", false, true},
-          kThreads, kJson},
+          kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   Communicator& c = world();
   const double mb = a.number("mb");
   GP_CHECK(mb > 0 && mb <= 4096, "[bench comm] --mb must lie in (0, 4096], got ", mb);
@@ -64,9 +63,8 @@ int cmd_bench_comm(int argc, char** argv) {
     out[k.name] = r;
   }
   j["collectives"] = out;
-  j["provenance"] = provenance(g_command).to_json();
   if (c.rank() != 0) return 0;
-  if (a.has("out")) write_file_atomic(a.str("out"), j.dump(2) + "\n");
+  write_record(a, j);
   if (a.flag("json")) {
     print_json(j);
     return 0;

@@ -121,10 +121,11 @@ int cmd_plan(int argc, char** argv) {
           {"dtype", "inference: weight type (f32, f16, bf16, q8_0, q4_k, ...)", "bf16"},
           kKvType,
           {"sweep", "plan 1, 2 and 4 ranks", "", true},
-          {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
+          kOut, kThreads, kJson},
          argc, argv, 2);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   const std::string spec = a.str("model");
   const bool random = spec.rfind("random:", 0) == 0;
   const LlamaConfig c = random ? preset_config(spec.substr(7)) : read_hf_config(spec + "/config.json");

@@ -1,11 +1,15 @@
 // genperf sr train | upscale | eval: the diffusion super-resolution model's verbs.
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 #include "bench/peaks.h"
 #include "common.h"
+#include "genperf/bench.h"
 #include "genperf/bench_sr.h"
-#include "genperf/fileio.h"
+#include "genperf/checkpoint.h"
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
 #include "genperf/fits.h"
@@ -191,45 +195,84 @@ int cmd_sr_upscale(int argc, char** argv) {
   return 0;
 }
 
+// A score's figures as sr eval's record names them, after `head` (a map's name and side).
+Json score_json(const sr::SRMapScore& s, Json head) {
+  for (const auto& [key, value] : std::initializer_list<std::pair<const char*, double>>{
+           {"psnr_mean", s.psnr_mean}, {"psnr_one", s.psnr_one}, {"psnr_bicubic", s.psnr_bicubic},
+           {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
+           {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr}, {"w1", s.w1},
+           {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency}, {"consistency_bicubic", s.consistency_bicubic},
+           {"coverage", s.coverage}, {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic},
+           {"minkowski", s.minkowski}})
+    head[key] = value;
+  return head;
+}
+
 int cmd_sr_eval(int argc, char** argv) {
   Args a("sr eval",
          {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
           kSteps, kSampler, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
           kOverlap, kBatch, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
-          {"noise", "degradation noise", "0"}, kThreads, kJson},
+          {"noise", "degradation noise", "0"}, kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
-  sr::UNet<float> net = sr::load_sr_model(a.str("model"));
+  check_record_path(a);
+  Checkpoint files;
+  sr::UNet<float> net = sr::load_sr_model(a.str("model"), &files);
   sr::Degradation d;
   d.scale = net.config().scale, d.blur_sigma = a.number("blur"), d.noise = a.number("noise");
   const auto maps = sr::read_maps(a.str("data"));
+  const sr::UpscaleOptions o = upscale_options(a);
   Progress bar("sr eval", int64_t(maps.size()));
-  const auto scores = sr::evaluate_sr(net, maps, d, upscale_options(a), [&](size_t i, size_t) { bar.update(int64_t(i)); });
+  const auto scores = sr::evaluate_sr(net, maps, d, o, [&](size_t i, size_t) { bar.update(int64_t(i)); });
   bar.finish();
+  const sr::SRMapScore mean = sr::mean_score(scores);
+  // The record: what defines the workload (the model as stored, the maps, the sampler, the
+  // degradation), the mean over maps of each figure, the seconds per map, and each map's row.
+  Json record = Json::Object{{"model", a.str("model")},
+                             {"weight_types", weight_types(files.tensors)},
+                             {"weights_bytes", int64_t(weight_bytes(files.tensors))},
+                             {"parameters", int64_t(net.weights().size())},
+                             {"scale", d.scale},
+                             {"data", a.str("data")},
+                             {"steps", o.sampler.steps},
+                             {"sampler", o.sampler.sampler},
+                             {"eta", o.sampler.eta},
+                             {"samples", o.samples},
+                             {"seed", int64_t(o.seed)},
+                             {"tile", o.tile},
+                             {"overlap", o.overlap},
+                             {"batch", o.batch},
+                             {"blur", d.blur_sigma},
+                             {"noise", d.noise}};
+  record = score_json(mean, std::move(record));
+  std::vector<double> seconds;
+  Json rows = Json::Array{};
+  for (const auto& s : scores) {
+    seconds.push_back(s.seconds);
+    Json row = score_json(s, Json::Object{{"map", s.name}, {"size", s.size}});
+    row["seconds"] = s.seconds;
+    rows.push_back(std::move(row));
+  }
+  record["seconds_per_map"] = Stats::of(std::move(seconds)).to_json();
+  record["maps"] = std::move(rows);
+  write_record(a, record);
   if (a.flag("json")) {
-    Json all = Json::Array{};
-    for (const auto& s : scores) {
-      all.push_back(Json::Object{{"map", s.name}, {"size", s.size}, {"psnr_mean", s.psnr_mean},
-                                 {"psnr_one", s.psnr_one}, {"psnr_bicubic", s.psnr_bicubic},
-                                 {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
-                                 {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr},
-                                 {"w1", s.w1}, {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency},
-                                 {"consistency_bicubic", s.consistency_bicubic}, {"coverage", s.coverage},
-                                 {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic}, {"minkowski", s.minkowski},
-                                 {"seconds", s.seconds}});
-    }
-    print_json(Json::Object{{"model", a.str("model")}, {"maps", all}});
+    print_json(record);
     return 0;
   }
   std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s\n", "map", "side", "PSNR", "one",
               "bicubic", "SSIM", "bic", "|R-1|", "bic", "r_min", "W1", "bic", "Mink", "consist", "cover");
-  for (const auto& s : scores)
+  auto line = [](const sr::SRMapScore& s, const std::string& name) {
     std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f\n",
-                s.name.size() > 28 ? s.name.substr(s.name.size() - 28).c_str() : s.name.c_str(), (long long)s.size,
+                name.size() > 28 ? name.substr(name.size() - 28).c_str() : name.c_str(), (long long)s.size,
                 s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
                 s.spectrum_bicubic.worst, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
                 s.coverage);
+  };
+  for (const auto& s : scores) line(s, s.name);
+  if (scores.size() > 1) line(mean, cat("mean of ", scores.size(), " maps"));
   return 0;
 }
 
@@ -279,12 +322,13 @@ int cmd_bench_sr(int argc, char** argv) {
           {"batch", "images per step", "8"}, {"size", "image side (high-resolution pixels)", "64"},
           {"reps", "timed repetitions after one warm-up", "5"},
           {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
-          {"out", "also write the JSON record to this file", "", false, true},
+          kOut,
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
           kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   const std::string spec = a.str("model");
   const sr::UNetConfig c = spec == "default" ? sr::UNetConfig{}
                                              : sr::unet_config_from_json(Json::parse_file(spec + "/config.json"),
@@ -304,8 +348,7 @@ int cmd_bench_sr(int argc, char** argv) {
     j["mfu_train"] = bench::against_floor(r.train_gflops, peak).fraction;
     j["mfu_sample"] = bench::against_floor(r.sample_gflops, peak).fraction;
   }
-  j["provenance"] = provenance(g_command).to_json();
-  if (a.has("out")) write_file_atomic(a.str("out"), j.dump(2) + "\n");
+  write_record(a, j);
   if (a.flag("json")) {
     print_json(j);
     return 0;

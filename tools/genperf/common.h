@@ -68,6 +68,14 @@ inline bool run_help(const Args& a) {
 
 inline void print_json(const Json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
+// --out FILE of the verbs that write a JSON record (bench, eval, sr eval; genperf study imports
+// them). check_record_path runs before the work, so that a directory that does not exist fails at
+// once rather than after the run; write_record stamps the record's provenance (the machine, the
+// code, this command line) and writes it whole or not at all.
+inline const OptionSpec kOut{"out", "also write the JSON record to this file", "", false, true};
+void check_record_path(const Args& a);
+void write_record(const Args& a, Json& record);
+
 // Verbs defined outside main.cpp.
 int cmd_train(int argc, char** argv);
 int cmd_finetune(int argc, char** argv);

@@ -23,7 +23,21 @@ using namespace genperf::cli;
 
 namespace genperf::cli {
 std::string g_command;
+
+void check_record_path(const Args& a) {
+  if (!a.has("out")) return;
+  const std::filesystem::path out(a.str("out")), dir = out.parent_path();
+  std::error_code ec;
+  GP_CHECK(!out.filename().empty(), "[", a.verb(), "] --out ", out.string(), ": names a directory, not a file");
+  GP_CHECK(dir.empty() || std::filesystem::is_directory(dir, ec), "[", a.verb(), "] --out ", out.string(),
+           ": the directory ", dir.string(), " does not exist");
 }
+
+void write_record(const Args& a, Json& record) {
+  record["provenance"] = provenance(g_command).to_json();
+  if (a.has("out")) write_file_atomic(a.str("out"), record.dump(2) + "\n");
+}
+}  // namespace genperf::cli
 
 namespace {
 
@@ -90,8 +104,7 @@ int cmd_eval(int argc, char** argv) {
     std::printf("usage: genperf eval ppl|mc|kl [options]   (each with --help)\n");
     return kind == "--help" || kind == "-h" ? 0 : 2;
   }
-  std::vector<OptionSpec> specs = {kModel, kDtype, kKvType, kThreads, kJson,
-                                   {"out", "also write the JSON record to this file", "", false, true}};
+  std::vector<OptionSpec> specs = {kModel, kDtype, kKvType, kThreads, kJson, kOut};
   if (kind == "ppl" || kind == "kl") {
     specs.push_back({"text", "text file to score"});
     specs.push_back({"ctx", "tokens per window", "512"});
@@ -108,6 +121,7 @@ int cmd_eval(int argc, char** argv) {
   Args a("eval " + kind, specs, argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   const bool json = a.flag("json");
   LlamaModel m = load_model(a.str("model"), a);
   // The model's size beside its accuracy (the study's accuracy against size).
@@ -165,8 +179,7 @@ int cmd_eval(int argc, char** argv) {
       std::printf("KL mean %.6f  p99 %.6f  max %.6f  top-1 agreement %.4f  ppl %.4f vs %.4f (delta %+.4f)  tokens %lld\n",
                   r.kl_mean, r.kl_p99, r.kl_max, r.top1_agreement, r.ppl_model, r.ppl_ref, r.ppl_delta(), (long long)r.tokens);
   }
-  out["provenance"] = provenance(g_command).to_json();
-  if (a.has("out")) write_file_atomic(a.str("out"), out.dump(2) + "\n");
+  write_record(a, out);
   if (json) print_json(out);
   return 0;
 }
@@ -234,10 +247,11 @@ int cmd_bench_train(int argc, char** argv) {
           {"shard", "across ranks (mpirun -np N; --batch is per rank): none, optimizer, grads or full (ZeRO-1, 2, 3)", "none"},
           {"bucket-mb", "gradient bucket in MiB", "25"},
           {"no-overlap", "reduce gradients after backward instead of during it", "", true},
-          {"out", "also write the JSON record to this file", "", false, true}, kThreads, kJson},
+          kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   const std::string spec = a.str("model");
   LlamaConfig c = spec.rfind("random:", 0) == 0 ? preset_config(spec.substr(7)) : read_hf_config(spec + "/config.json");
   // A random model's context stretches to the benchmarked length (RoPE has no learned limit), so
@@ -282,8 +296,7 @@ int cmd_bench_train(int argc, char** argv) {
     j["mfu"] = f.fraction;
     j["floor_exceeded"] = f.exceeded;  // BENCHMARKING.md, rule 8: never above 100% unflagged
   }
-  j["provenance"] = provenance(g_command).to_json();
-  if (a.has("out")) write_file_atomic(a.str("out"), j.dump(2) + "\n");
+  write_record(a, j);
   if (a.flag("json")) {
     print_json(j);
     return 0;
@@ -322,10 +335,11 @@ int cmd_bench(int argc, char** argv) {
           {"decode-tokens", "tokens per decode repetition", "32"},
           {"prefill", "comma-separated prompt lengths for prefill", "128,512"},
           {"decode-prompt", "prompt tokens before decode is timed", "128"}, {"no-peaks", "skip measuring the machine's floors", "", true},
-          {"out", "also write the JSON record to this file", "", false, true}},
+          kOut},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
+  check_record_path(a);
   LlamaModel m = load_model(a.str("model"), a);
   InferBenchOptions o;
   o.reps = int(a.integer("reps"));
@@ -346,8 +360,7 @@ int cmd_bench(int argc, char** argv) {
   r["weight_dtype"] = dtype_name(m.weight_dtype());
   r["weight_types"] = m.weight_types();
   r["parameters"] = m.config().num_parameters();
-  r["provenance"] = provenance(g_command).to_json();
-  if (a.has("out")) write_file_atomic(a.str("out"), r.dump(2) + "\n");
+  write_record(a, r);
   if (a.flag("json")) print_json(r);
   else print_bench_infer(r);
   return 0;

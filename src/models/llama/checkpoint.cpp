@@ -3,6 +3,7 @@
 // tensor checked by name and shape before the model sees it.
 #include "genperf/checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -776,6 +777,25 @@ std::string hf_config_json(const LlamaConfig& c) {
   j["bos_token_id"] = token_ids_json(c.bos_token_ids);
   j["eos_token_id"] = token_ids_json(c.eos_token_ids);
   return j.dump(2) + "\n";
+}
+
+size_t weight_bytes(const std::map<std::string, Tensor>& tensors) {
+  size_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.nbytes();
+  return n;
+}
+
+std::string weight_types(const std::map<std::string, Tensor>& tensors) {
+  std::map<std::string, int> count;
+  for (const auto& [name, t] : tensors)
+    if (t.ndim() == 2) ++count[dtype_name(t.dtype())];
+  if (count.size() == 1) return count.begin()->first;
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [type, n] : count) order.emplace_back(-n, type);
+  std::sort(order.begin(), order.end());
+  std::string s = "mixed:";
+  for (size_t i = 0; i < order.size(); ++i) s += cat(i ? ", " : " ", -order[i].first, " ", order[i].second);
+  return s;
 }
 
 Checkpoint share_weights(const Checkpoint& ck) {

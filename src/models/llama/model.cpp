@@ -76,24 +76,9 @@ LlamaModel::LlamaModel(Checkpoint ck)
   inv_freq_ = rope_inv_freq(c);
 }
 
-size_t LlamaModel::weight_bytes() const {
-  size_t n = 0;
-  for (const auto& [name, t] : tensors_) n += t.nbytes();
-  return n;
-}
+size_t LlamaModel::weight_bytes() const { return genperf::weight_bytes(tensors_); }
 
-std::string LlamaModel::weight_types() const {
-  std::map<std::string, int> count;
-  for (const auto& [name, t] : tensors_)
-    if (t.ndim() == 2) ++count[dtype_name(t.dtype())];
-  if (count.size() == 1) return count.begin()->first;
-  std::vector<std::pair<int, std::string>> order;
-  for (const auto& [type, n] : count) order.emplace_back(-n, type);
-  std::sort(order.begin(), order.end());
-  std::string s = "mixed:";
-  for (size_t i = 0; i < order.size(); ++i) s += cat(i ? ", " : " ", -order[i].first, " ", order[i].second);
-  return s;
-}
+std::string LlamaModel::weight_types() const { return genperf::weight_types(tensors_); }
 
 size_t LlamaModel::weight_bytes_of(const std::string& name) const {
   auto it = tensors_.find(name);

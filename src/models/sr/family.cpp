@@ -166,11 +166,13 @@ UNet<float> unet_from_checkpoint(const Checkpoint& ck) {
   return net;
 }
 
-UNet<float> load_sr_model(const std::string& dir) {
+UNet<float> load_sr_model(const std::string& dir, Checkpoint* files) {
   GP_CHECK(fs::is_regular_file(fs::path(dir) / "config.json"), "[sr model] ", dir,
            ": no config.json (not an SR model directory)");
-  const Checkpoint ck = load_checkpoint(dir, false);
-  return unet_from_checkpoint(ck);
+  Checkpoint ck = load_checkpoint(dir, false);
+  UNet<float> net = unet_from_checkpoint(ck);
+  if (files) *files = std::move(ck);
+  return net;
 }
 
 const ModelFamily& unet_family() {
