@@ -612,6 +612,7 @@ TEST(QuantizeCli, BadInputGivesClearErrors) {
   expect_fail("--recipe uniform:f8_e4m3_b32", "GGUF cannot hold");
   expect_fail("--recipe auto", "--recipe auto needs exactly one of --target-bpw, --target-size, --max-kl and --target-latency");
   expect_fail("--recipe auto --target-bpw 5 --target-latency 3", "needs exactly one of");
+  expect_fail("--recipe q4_k_m --device h100", "--device names where --target-latency is timed");
   expect_fail("--recipe auto --target-bpw 5 --max-kl 0.1", "needs exactly one of");
   expect_fail("--recipe auto --target-bpw 5", "give --sensitivity FILE.json");
   fs::create_directories(m.dir / "full");

@@ -69,6 +69,8 @@ int cmd_quantize(int argc, char** argv) {
   QuantizeOptions o;
   o.method = parse_quant_method(a.str("method"));
   std::vector<std::string> notes;
+  GP_CHECK(a.has("target-latency") || a.str("device") == "cpu",
+           "[quantize] --device names where --target-latency is timed; give --recipe auto --target-latency MS");
   std::optional<AutoPlan> autop;
   DecodeLatencyOptions lo;
   std::optional<DecodeLatency> latency;
