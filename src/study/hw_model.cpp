@@ -400,9 +400,11 @@ const RooflineDevice& roofline_at(const std::string& isa, const HwModelOptions& 
   for (const RooflineDevice& d : o.cpu_levels)
     if (d.isa_path == isa) return d;
   const std::string calib = o.cpu.isa_path.empty() ? "calibration" : o.cpu.isa_path;
-  notes.push_back(cat("the ", isa, " figures are costed with the ", calib, " level's peaks: no bench infer record of the ", isa,
-                      " level has a machine block with an f32 or bf16 GEMM peak (a store of before per-level peaks, or "
-                      "runs with --no-peaks), so their error includes the speed of the ISA path itself"));
+  const std::string note =
+      cat("the ", isa, " figures are costed with the ", calib, " level's peaks: no bench infer record of the ", isa,
+          " level has a machine block with an f32 or bf16 GEMM peak (a store of before per-level peaks, or runs with "
+          "--no-peaks), so their error includes the speed of the ISA path itself");
+  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);  // once per level
   return o.cpu;
 }
 
