@@ -578,7 +578,8 @@ TEST(QuantizeCli, LatencyBudget) {
 
   const CmdResult h = gp(base + " --target-latency 1000 --device H100", m.dir);
   ASSERT_EQ(h.code, 0) << h.err;
-  const Json& hl = Json::parse(h.out).at("allocation");
+  const Json hj = Json::parse(h.out);
+  const Json& hl = hj.at("allocation");
   EXPECT_EQ(hl.at("latency_kind").as_string(), "modeled");
   EXPECT_EQ(hl.at("latency_device").as_string(), "h100");
   EXPECT_EQ(hl.find("measured_latency_ms"), nullptr);  // no H100 here
