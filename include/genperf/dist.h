@@ -20,8 +20,9 @@
 //     before it is read and given back after, in forward and again in backward, the next unit's
 //     gather issued while the current one computes (3 P (N-1)/N sent per step).
 // Model state per rank, f32 AdamW over P trainable parameters: None 16 P bytes, Optimizer
-// 8 P + 8 P / N, Grads 4 P + 12 P / N, Full 16 P / N; the windows' resident pages are reported
-// as communication buffers.
+// 8 P + 8 P / N, Grads 4 P + 12 P / N, Full 16 P / N; F frozen parameters (LoRA's base) add 4 F,
+// or 4 F / N when Full (which then also gathers 2 F (N-1)/N a micro-batch); the windows'
+// resident pages are reported as communication buffers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +43,8 @@
 namespace genperf {
 
 // --shard: none (plain data parallel), optimizer (ZeRO-1), grads (ZeRO-2), full (ZeRO-3/FSDP).
-// grads and full need full training (LoRA's adapters are small: none or optimizer).
+// With LoRA, the modes apply to the adapters (the trainable parameters); full also shards the
+// frozen base, gathered unit by unit as the adapters are (as FSDP does with frozen parameters).
 enum class ShardMode : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
 const char* shard_mode_name(ShardMode m);
 ShardMode parse_shard_mode(std::string_view s);
@@ -59,8 +61,9 @@ struct DistOptions {
 // last step (measured with mincore), for Grads and Full; not model state.
 struct ModelStateBytes {
   size_t params = 0, grads = 0, optimizer = 0;
+  size_t frozen = 0;  // parameters not trained (LoRA's base)
   size_t comm_buffers = 0;
-  size_t total() const { return params + grads + optimizer; }
+  size_t total() const { return params + grads + optimizer + frozen; }
   Json to_json() const;
 };
 
@@ -86,8 +89,12 @@ class DistModel {
   // Moves the parameters and gradients into the caller's buffers of params().size() f32, copying
   // nothing; an undefined tensor keeps that buffer.
   virtual void adopt_buffers(Tensor params, Tensor grads) = 0;
-  // Why the gradients and parameters may not be sharded (ShardMode::Grads, Full), or empty.
-  virtual std::string unshardable() const { return {}; }
+  // Parameters the model reads but does not train (LoRA's base), in the same units as
+  // param_units() (each unit's ranges of frozen()); ShardMode::Full shards them too. None by
+  // default. adopt_frozen moves them into the caller's buffer of frozen().size() f32.
+  virtual std::span<float> frozen() { return {}; }
+  virtual std::vector<std::vector<std::pair<size_t, size_t>>> frozen_units() const { return {}; }
+  virtual void adopt_frozen(Tensor) {}
 };
 
 class DataParallel {
@@ -171,6 +178,12 @@ class DataParallel {
   // buckets launched but not drained, and the window's lowest freed offset.
   Tensor grad_window_, param_window_;
   std::vector<float> grad_shard_, param_shard_;
+  // Full with frozen parameters: their window, this rank's shard and each rank's count.
+  Tensor frozen_window_;
+  std::vector<float> frozen_shard_;
+  std::vector<size_t> frozen_counts_;
+  size_t frozen_lo_ = 0;
+  std::vector<std::vector<std::pair<size_t, size_t>>> frozen_units_;
   size_t drained_ = 0, freed_from_ = 0;
   std::vector<std::vector<std::pair<size_t, size_t>>> units_;
   std::vector<std::vector<CommHandle>> gathers_;  // per unit: its gather in flight or done

@@ -207,8 +207,9 @@ struct PlanResult {
 };
 
 // The memory part of a plan (no device needed): model state, activations of one micro-batch,
-// communication buffers, and whether they fit `capacity` bytes per rank. `genperf train --mem-gb`
-// admits a job by it.
+// communication buffers, and whether they fit `capacity` bytes per rank, at o.train.precision as
+// given (for this machine pass its effective_precision). `genperf train --mem-gb` admits a job
+// by it.
 ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacity, ShardMode s, bool checkpoint);
 
 // Plans the job of `c` on ranks of device d. Training: every shard mode with and without layer

@@ -210,17 +210,26 @@ class TrainModel {
   // head, the embedding's range too); param_units gives each unit's ranges of params(). The
   // hook is called with done = false before a unit is read and true after (forward: 0, 1 .. L,
   // L + 1; backward: L + 1, L .. 1). Empty: no calls.
+  // trainable_units gives the same units' ranges of trainable_params(): param_units in full
+  // training; with LoRA, unit 1 + l holds layer l's adapters and units 0 and L + 1 none.
   std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const;
+  std::vector<std::vector<std::pair<size_t, size_t>>> trainable_units() const;
   void set_params_hook(std::function<void(int64_t unit, bool done, bool backward)> hook);
   // Moves the parameters and gradients into buffers of num_params() f32 the caller provides (for
   // sharded training: windows whose pages are filled and freed as units run), copying nothing;
-  // an undefined tensor keeps that buffer. Full training only (not with LoRA).
+  // an undefined tensor keeps that buffer. With LoRA the base is frozen: only its parameters
+  // may move (grads must be undefined).
   void adopt_buffers(Tensor params, Tensor grads);
+  // The same for trainable_params() and trainable_grads(): adopt_buffers in full training, the
+  // adapters' buffers with LoRA.
+  void adopt_trainable_buffers(Tensor params, Tensor grads);
 
   ActivationMemory activation_memory() const;  // of the last forward's shape
+  // For a shape, at the precision this CPU runs for o.precision (effective_precision), or with
+  // as_requested at o.precision itself (plans for a device that runs it).
   static ActivationMemory activation_memory(const LlamaConfig& c, const TrainOptions& o,
                                             int64_t B, int64_t T,
-                                            const LoraConfig* lora = nullptr);
+                                            const LoraConfig* lora = nullptr, bool as_requested = false);
 
   // Copies of the weights in `dtype` under Hugging Face names (no lm_head when tied), ready for
   // save_hf_checkpoint; and as a Checkpoint that LlamaModel accepts. q/k rows stay in the

@@ -413,7 +413,8 @@ ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacit
   p.state = planned_model_state(c.num_parameters(), s, o.ranks);
   TrainOptions t = o.train;
   t.checkpoint_layers = checkpoint;
-  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq);
+  // The precision the device runs: callers planning this machine pass its effective one.
+  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq, nullptr, /*as_requested=*/true);
   p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes);
   p.fits = double(p.total()) <= capacity;
   p.verdict = verdict(p.total(), capacity);

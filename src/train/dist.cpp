@@ -92,13 +92,15 @@ Json ModelStateBytes::to_json() const {
   return Json::Object{{"params", int64_t(params)},
                       {"grads", int64_t(grads)},
                       {"optimizer", int64_t(optimizer)},
+                      {"frozen", int64_t(frozen)},
                       {"total", int64_t(total())},
                       {"comm_buffers", int64_t(comm_buffers)}};
 }
 
 namespace {
 
-// The LLM as data-parallel training sees it: its trainable buffers (LoRA's adapters when on).
+// The LLM as data-parallel training sees it: its trainable buffers (LoRA's adapters when on,
+// the base then frozen).
 class LlamaDist final : public DistModel {
  public:
   explicit LlamaDist(TrainModel& m) : m_(m) {}
@@ -107,13 +109,16 @@ class LlamaDist final : public DistModel {
   std::vector<ParamSegment> segments() const override { return m_.trainable_segments(); }
   void zero_grad() override { m_.zero_grad(); }
   void set_grads_ready_hook(std::function<void(size_t)> hook) override { m_.set_grads_ready_hook(std::move(hook)); }
-  std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const override { return m_.param_units(); }
+  std::vector<std::vector<std::pair<size_t, size_t>>> param_units() const override { return m_.trainable_units(); }
   void set_params_hook(std::function<void(int64_t, bool, bool)> hook) override { m_.set_params_hook(std::move(hook)); }
-  void adopt_buffers(Tensor params, Tensor grads) override { m_.adopt_buffers(std::move(params), std::move(grads)); }
-  std::string unshardable() const override {
-    return m_.lora_enabled() ? "needs full training: LoRA's adapters are small enough for --shard none or optimizer"
-                             : "";
+  void adopt_buffers(Tensor params, Tensor grads) override {
+    m_.adopt_trainable_buffers(std::move(params), std::move(grads));
   }
+  std::span<float> frozen() override { return m_.lora_enabled() ? m_.params() : std::span<float>(); }
+  std::vector<std::vector<std::pair<size_t, size_t>>> frozen_units() const override {
+    return m_.lora_enabled() ? m_.param_units() : std::vector<std::vector<std::pair<size_t, size_t>>>();
+  }
+  void adopt_frozen(Tensor params) override { m_.adopt_buffers(std::move(params), Tensor()); }
 
  private:
   TrainModel& m_;
@@ -160,8 +165,6 @@ void DataParallel::init(int64_t grad_accum) {
     hi = lo;
   }
   if (!paged() || n == 1) return;
-  const std::string why = m.unshardable();
-  GP_CHECK(why.empty(), "[train] --shard ", shard_mode_name(o_.shard), " ", why);
   grad_shard_.assign(shard_size(), 0.0f);
   grad_window_ = paged_zeros(P);
   if (o_.shard == ShardMode::Full) {
@@ -171,6 +174,21 @@ void DataParallel::init(int64_t grad_accum) {
     units_ = m.param_units();
     gathers_.resize(units_.size());
     gathered_.assign(units_.size(), false);
+    // Frozen parameters: sharded alike (over their own count) and gathered with each unit.
+    const std::span<const float> f = m.frozen();
+    if (!f.empty()) {
+      const size_t F = f.size(), S = (F + size_t(n) - 1) / size_t(n);
+      frozen_counts_.assign(size_t(n), 0);
+      for (size_t r = 0; r < size_t(n); ++r) frozen_counts_[r] = std::min(S, F - std::min(F, r * S));
+      frozen_lo_ = std::min(F, size_t(rank()) * S);
+      frozen_shard_.assign(f.begin() + ptrdiff_t(frozen_lo_),
+                           f.begin() + ptrdiff_t(frozen_lo_ + frozen_counts_[size_t(rank())]));
+      frozen_units_ = m.frozen_units();
+      GP_CHECK(frozen_units_.size() == units_.size(), "[train] internal: ", frozen_units_.size(),
+               " units of frozen parameters for ", units_.size(), " units of trainable ones");
+      frozen_window_ = paged_zeros(F);
+      m.adopt_frozen(frozen_window_);  // the model's own copy is freed
+    }
     m.set_params_hook([this](int64_t u, bool done, bool backward) { on_params(u, done, backward); });
   }
   m.adopt_buffers(param_window_, grad_window_);  // the model's own buffers are freed
@@ -188,7 +206,8 @@ std::span<float> DataParallel::param_shard() {
 void DataParallel::note_resident() {
   if (measured_) return;
   size_t r = resident_bytes(grad_window_.data<float>(), size_t(grad_window_.numel()));
-  if (param_window_.defined()) r += resident_bytes(param_window_.data<float>(), size_t(param_window_.numel()));
+  for (const Tensor* w : {&param_window_, &frozen_window_})
+    if (w->defined()) r += resident_bytes(w->data<float>(), size_t(w->numel()));
   resident_peak_ = std::max(resident_peak_, r);
 }
 
@@ -202,6 +221,14 @@ void DataParallel::gather_unit(size_t u) {
     if (b > a) std::copy(param_shard_.begin() + ptrdiff_t(a - shard_lo_), param_shard_.begin() + ptrdiff_t(b - shard_lo_), w + a);
     gathers_[u].push_back(comm_->all_gather(w + lo, parts_of(lo, hi, counts_)));
   }
+  if (frozen_units_.empty()) return;
+  float* f = frozen_window_.data<float>();
+  const size_t flo = frozen_lo_, fhi = frozen_lo_ + frozen_shard_.size();
+  for (const auto& [lo, hi] : frozen_units_[u]) {
+    const size_t a = std::max(lo, flo), b = std::min(hi, fhi);
+    if (b > a) std::copy(frozen_shard_.begin() + ptrdiff_t(a - flo), frozen_shard_.begin() + ptrdiff_t(b - flo), f + a);
+    gathers_[u].push_back(comm_->all_gather(f + lo, parts_of(lo, hi, frozen_counts_)));
+  }
 }
 
 void DataParallel::on_params(int64_t unit, bool done, bool backward) {
@@ -213,6 +240,8 @@ void DataParallel::on_params(int64_t unit, bool done, bool backward) {
     gathers_[u].clear();
     float* w = param_window_.data<float>();
     for (const auto& [lo, hi] : units_[u]) release(w, lo, hi);
+    if (!frozen_units_.empty())
+      for (const auto& [lo, hi] : frozen_units_[u]) release(frozen_window_.data<float>(), lo, hi);
     return;
   }
   gather_unit(u);
@@ -369,6 +398,7 @@ ModelStateBytes DataParallel::model_state(const AdamW& opt) const {
   b.params = (params_sharded() ? shard_size() : model_.params().size()) * sizeof(float);
   b.grads = (window ? shard_size() : model_.grads().size()) * sizeof(float);
   b.optimizer = opt.state_bytes();
+  b.frozen = (frozen_units_.empty() ? model_.frozen().size() : frozen_shard_.size()) * sizeof(float);
   b.comm_buffers = resident_peak_;
   return b;
 }

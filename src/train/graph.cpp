@@ -172,8 +172,8 @@ LoraLayout lora_layout(const LlamaConfig& c, const ParamLayout& base, const Lora
 }
 
 ActivationMemory activation_bytes(const LlamaConfig& c, const TrainOptions& o, int64_t B,
-                                  int64_t T, int threads, const LoraLayout* lora) {
-  const bool bf16 = effective_precision(o.precision) == Precision::Bf16;
+                                  int64_t T, int threads, const LoraLayout* lora, bool as_requested) {
+  const bool bf16 = (as_requested ? o.precision : effective_precision(o.precision)) == Precision::Bf16;
   return to_bytes(buffer_sizes(c, o, B, T, threads, bf16, lora), sizeof(float));
 }
 

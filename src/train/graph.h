@@ -92,8 +92,9 @@ LoraLayout lora_layout(const LlamaConfig& c, const ParamLayout& base, const Lora
 // Bytes of the buffers a forward/backward of shape [B, T] keeps, for a float graph (bf16: the
 // effective precision is Bf16); the graph allocates exactly these, so accounting and
 // allocation cannot drift.
+// as_requested: o.precision as it is, not this CPU's effective precision.
 ActivationMemory activation_bytes(const LlamaConfig& c, const TrainOptions& o, int64_t B,
-                                  int64_t T, int threads, const LoraLayout* lora);
+                                  int64_t T, int threads, const LoraLayout* lora, bool as_requested = false);
 
 template <typename F>
 class LlamaGraph {

@@ -224,10 +224,10 @@ void TrainModel::zero_grad() {
 ActivationMemory TrainModel::activation_memory() const { return impl_->graph.memory(); }
 
 ActivationMemory TrainModel::activation_memory(const LlamaConfig& c, const TrainOptions& o,
-                                               int64_t B, int64_t T, const LoraConfig* lora) {
+                                               int64_t B, int64_t T, const LoraConfig* lora, bool as_requested) {
   std::optional<train::LoraLayout> lay;
   if (lora) lay = train::lora_layout(c, train::param_layout(c), *lora);
-  return train::activation_bytes(c, o, B, T, num_threads(), lay ? &*lay : nullptr);
+  return train::activation_bytes(c, o, B, T, num_threads(), lay ? &*lay : nullptr, as_requested);
 }
 
 namespace {
@@ -358,17 +358,43 @@ std::vector<std::vector<std::pair<size_t, size_t>>> TrainModel::param_units() co
   return units;
 }
 
+std::vector<std::vector<std::pair<size_t, size_t>>> TrainModel::trainable_units() const {
+  const train::LoraLayout* lora = impl_->graph.lora();
+  if (!lora) return param_units();
+  // The adapter buffer is laid out layer by layer: each layer's adapters are one range.
+  std::vector<std::vector<std::pair<size_t, size_t>>> units(size_t(config().num_hidden_layers) + 2);
+  const size_t r = size_t(lora->config.rank);
+  for (const train::LoraAdapter& a : lora->adapters) {
+    // lora_A [r, in] at a, then lora_B [out, r] at b
+    const size_t lo = a.a, hi = a.b + size_t(a.out) * r;
+    auto& u = units[size_t(a.layer) + 1];
+    if (u.empty()) u.push_back({lo, hi});
+    u.front() = {std::min(u.front().first, lo), std::max(u.front().second, hi)};
+  }
+  return units;
+}
+
 void TrainModel::set_params_hook(std::function<void(int64_t, bool, bool)> hook) {
   impl_->graph.on_params = std::move(hook);
 }
 
 void TrainModel::adopt_buffers(Tensor params, Tensor grads) {
-  GP_CHECK(!lora_enabled(), "[train] sharded parameters need full training, not LoRA");
+  GP_CHECK(!lora_enabled() || !grads.defined(), "[train] with LoRA the base is frozen: it has no gradients to adopt");
   for (const Tensor* t : {&params, &grads})
     GP_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->numel() == int64_t(num_params()) && t->is_contiguous()),
              "[train] adopt_buffers needs contiguous f32 buffers of ", num_params(), " values, got ", t->describe());
   if (params.defined()) impl_->params = std::move(params);
   if (grads.defined()) impl_->grads = std::move(grads);
+}
+
+void TrainModel::adopt_trainable_buffers(Tensor params, Tensor grads) {
+  if (!lora_enabled()) return adopt_buffers(std::move(params), std::move(grads));
+  const size_t n = impl_->lora().total;
+  for (const Tensor* t : {&params, &grads})
+    GP_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->numel() == int64_t(n) && t->is_contiguous()),
+             "[lora] adopt_trainable_buffers needs contiguous f32 buffers of ", n, " values, got ", t->describe());
+  if (params.defined()) impl_->lora_params = std::move(params);
+  if (grads.defined()) impl_->lora_grads = std::move(grads);
 }
 
 void TrainModel::set_grads_ready_hook(std::function<void(size_t)> hook) {

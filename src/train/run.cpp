@@ -86,7 +86,9 @@ Json run_training(TrainModel& m, const TokenSequences& train, const TokenSequenc
   summary["shard"] = shard_mode_name(dp.options().shard);
   summary["comm_bytes_per_step"] = dp.step_comm_bytes();
   summary["model_state_bytes_per_rank"] = trainer.model_state().to_json();
-  if (trainer.step() == tc.steps && o.export_model) trainer.gather_params();
+  // Fully sharded, the parameters are gathered whole for what is exported (the model here, or
+  // LoRA's adapter by the caller once training is done); collective.
+  if (trainer.step() == tc.steps) trainer.gather_params();
   if (trainer.step() == tc.steps && o.export_model && writer) {
     save_hf_checkpoint(files.dir, m.config(), m.tensors(o.export_dtype), o.extra_files);
     summary["model"] = files.dir;

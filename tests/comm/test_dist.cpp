@@ -103,7 +103,12 @@ class Mpi : public ::testing::Test {
     return out;
   }
 
-  // Losses and every weight tensor of two runs within `tol` relative (tensors by their norm).
+  // Losses and the weights of two runs within `tol` relative: all weights by their norm, and each
+  // tensor by its own norm within 10 tol. (A tensor that starts at zero, as the blocks' last
+  // layers do, stays small: summed in another order, its gradients move it by a larger share of
+  // its own norm. At the AVX2 level the SR model's mid.attn.proj.weight, 1/1000 of the model's
+  // norm after 8 steps, differs by 1.15e-6 of its own in ZeRO-2 and 3, whose gradient sums run
+  // in an order of their own.)
   static void expect_same_run(const std::string& a, const std::string& b, double tol,
                               const std::string& log = "train_log.jsonl", const std::string& model = "model.safetensors") {
     const auto la = log_records(a, log), lb = log_records(b, log);
@@ -115,6 +120,7 @@ class Mpi : public ::testing::Test {
     }
     const SafetensorsFile fa = read_safetensors(a + "/" + model), fb = read_safetensors(b + "/" + model);
     ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+    double diff_all = 0, norm_all = 0;
     for (const auto& [name, ta] : fa.tensors) {
       const Tensor& tb = fb.tensors.at(name);
       ASSERT_EQ(ta.numel(), tb.numel()) << name;
@@ -125,8 +131,10 @@ class Mpi : public ::testing::Test {
         diff += (double(pa[i]) - double(pb[i])) * (double(pa[i]) - double(pb[i]));
         norm += double(pa[i]) * double(pa[i]);
       }
-      EXPECT_LE(std::sqrt(diff), tol * std::sqrt(norm)) << b << ": " << name;
+      EXPECT_LE(std::sqrt(diff), 10 * tol * std::sqrt(norm)) << b << ": " << name;
+      diff_all += diff, norm_all += norm;
     }
+    EXPECT_LE(std::sqrt(diff_all), tol * std::sqrt(norm_all)) << b << ": all weights";
   }
 
   static inline bool have_ = false;
@@ -285,16 +293,47 @@ TEST_F(Mpi, ResumesOnAnotherRankCount) {
   }
 }
 
-// LoRA with dropout: each rank draws the masks of its micro-batches as one rank would.
-TEST_F(Mpi, LoraFineTuningMatchesOneRank) {
+// LoRA with dropout in every shard mode: each rank draws the masks of its micro-batches as one
+// rank would, so the run (losses, the merged model, the adapter) is one rank's within 1e-6. The
+// modes shard the adapters (P of them) by ZeRO's formulas; full also shards the frozen base (F
+// parameters: 4 F / N bytes a rank) and gathers it with each unit (2 A F (N-1)/N more a step).
+TEST_F(Mpi, LoraFineTuningMatchesOneRankInEveryShardMode) {
   ASSERT_EQ(run(0, train_args(tmp_ / "base")).code, 0);
   const std::string ft = "finetune --model " + (tmp_ / "base") + " --text " + (*dir_ / "train.txt") +
                          " --seq 32 --batch 2 --grad-accum 4 --steps 3 --lr 1e-3 --lora-rank 4 --lora-dropout 0.2 "
-                         "--dtype f32 --threads 1 --out ";
+                         "--dtype f32 --threads 1 --json --out ";
   ASSERT_EQ(run(0, ft + (tmp_ / "ft1")).code, 0);
-  const CliResult r = run(2, ft + (tmp_ / "ft2") + " --shard optimizer");
+  const Json info = Json::parse(read_text_file(tmp_ / "ft1/train_run.json"));
+  const double P = info.at("trainable_parameters").as_number(), F = info.at("parameters").as_number();
+  ASSERT_GT(F, 20 * P);
+  const std::vector<std::pair<int, std::string>> jobs{{2, "none"}, {2, "optimizer"}, {2, "grads"}, {2, "full"}, {4, "full"}};
+  for (const auto& [n, shard] : jobs) {
+    const std::string out = tmp_ / cat("ft", n, shard);
+    const CliResult r = run(n, ft + out + " --shard " + shard + " --bucket-mb 0.01");
+    ASSERT_EQ(r.code, 0) << n << " " << shard << ": " << r.err;
+    expect_same_run(tmp_ / "ft1", out, 1e-6);
+    const double A = 4.0 / n, f = double(n - 1) / double(n);
+    const double units = shard == "grads" ? A + 1 : shard == "full" ? 3 * A : 2;
+    const double wire = (units * P + (shard == "full" ? 2 * A * F : 0)) * f * 4;
+    for (const Json& rec : log_records(out)) {
+      EXPECT_NEAR(rec.at("comm_bytes").as_number(), wire, 0.01 * wire) << out;
+    }
+    const Json state = Json::parse(r.out).at("model_state_bytes_per_rank");
+    const double trained = state.at("params").as_number() + state.at("grads").as_number() +
+                           state.at("optimizer").as_number();
+    const double formula = shard == "none"        ? 16 * P
+                           : shard == "optimizer" ? 8 * P + 8 * P / n
+                           : shard == "grads"     ? 4 * P + 12 * P / n
+                                                  : 16 * P / n;
+    EXPECT_NEAR(trained, formula, 0.05 * formula) << out;
+    const double frozen = shard == "full" ? 4 * F / n : 4 * F;
+    EXPECT_NEAR(state.at("frozen").as_number(), frozen, 0.01 * frozen) << out;
+  }
+  // The adapter alone, exported after fully sharded training on 2 ranks.
+  ASSERT_EQ(run(0, ft + (tmp_ / "ad1") + " --adapter").code, 0);
+  const CliResult r = run(2, ft + (tmp_ / "ad2") + " --adapter --shard full");
   ASSERT_EQ(r.code, 0) << r.err;
-  expect_same_run(tmp_ / "ft1", tmp_ / "ft2", 1e-6);
+  expect_same_run(tmp_ / "ad1", tmp_ / "ad2", 1e-6, "train_log.jsonl", "adapter/adapter_model.safetensors");
 }
 
 // A rank killed (SIGKILL) mid-run ends the job, non-zero, naming the rank; a resume from the

@@ -100,6 +100,7 @@ void check_memory_cap(const Args& a, const LlamaConfig& c, const TrainOptions& t
   o.batch = a.integer("batch");
   o.seq = seq;
   o.train = t;
+  o.train.precision = effective_precision(t.precision);  // this machine's
   o.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
   const ShardMode mode = parse_shard_mode(a.str("shard"));
   const ShardPlan p = plan_memory(c, o, cap, mode, t.checkpoint_layers);

@@ -7,7 +7,10 @@
 // Shape legend: C[M, N] = op(A)[M, K] · op(B)[K, N], row-major with leading dimensions in
 // elements; a transposed operand is stored as its transpose (A as [K, M], B as [N, K]).
 #pragma once
+#include <algorithm>
 #include <cstdint>
+
+#include "genperf/runtime.h"
 
 namespace genperf::cpu {
 
@@ -50,10 +53,30 @@ inline void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   gemm_f64(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // one thread already
 }
 
+// C[rows, N] = A[rows, K] · op(B), A and C contiguous: fixed tiles of kGemmTileRows rows in
+// parallel, each a GEMM on one thread, so that a row's sums run in one order for any thread
+// count (the convolutions' GEMMs and matmul_forward: sampling gives the same image on any
+// thread count at every ISA level).
+inline constexpr int64_t kGemmTileRows = 128;
+template <typename F>
+void gemm_rows(bool trans_b, int64_t rows, int64_t N, int64_t K, const F* A, const F* B, int64_t ldb, F* C,
+               const char* what) {
+  const int64_t tiles = (rows + kGemmTileRows - 1) / kGemmTileRows;
+#pragma omp parallel for num_threads(tiles > 1 ? num_threads() : 1) schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t r0 = t * kGemmTileRows;
+    gemm_serial(false, trans_b, std::min(kGemmTileRows, rows - r0), N, K, F(1), A + r0 * K, K, B, ldb, F(0),
+                C + r0 * N, N, what);
+  }
+}
+
 // Mixed precision: C = (accumulate ? C : 0) + op(A) · op(B) with bf16 operands and products
-// accumulated in f32 into an f32 destination. Needs AVX512-BF16 at the AVX-512 level (callers
-// check; train's effective_precision). oneDNN's brgemm kernels run when each operand's leading
-// dimension equals its row length (contiguous), which is how the training layers call it.
+// accumulated in f32 into an f32 destination. oneDNN's brgemm kernels run (AVX512-BF16 at the
+// AVX-512 level) when each operand's leading dimension equals its row length (contiguous), which
+// is how the training layers call it. Where oneDNN has no bf16 matmul (a CPU without AVX-512,
+// or GENPERF_ISA below it), the operands are widened to f32, which is exact, and gemm_f32
+// multiplies them: the same products, only slower (train's effective_precision keeps training
+// in f32 there).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc,
                const char* what);

@@ -301,9 +301,18 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
                       trans_b ? 1 : ldb, trans_b ? ldb : 1,
                       ldc, dt::bf16, dt::bf16, false, accumulate};
   const Matmul m = cached_matmul(key);
-  if (!m.prim)
-    fail("[", what, "] oneDNN has no bf16 matmul for M ", M, ", N ", N, ", K ", K, ": ", m.why);
-  execute(*m.prim, key, A, B, nullptr, C);
+  if (m.prim) return execute(*m.prim, key, A, B, nullptr, C);
+  // No bf16 matmul here: each stored operand widened to f32 (its rows of ld values, the last
+  // one only as long as the product reads).
+  const auto widen = [](const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
+    const size_t n = rows > 0 && cols > 0 ? size_t((rows - 1) * ld + cols) : 0;
+    dst.resize(std::max<size_t>(n, 1));
+    traits(DType::BF16).to_f32(src, dst.data(), int64_t(n));
+  };
+  thread_local std::vector<float> a, b;
+  widen(A, trans_a ? K : M, trans_a ? M : K, lda, a);
+  widen(B, trans_b ? N : K, trans_b ? K : N, ldb, b);
+  gemm_f32(trans_a, trans_b, M, N, K, 1.0f, a.data(), lda, b.data(), ldb, accumulate ? 1.0f : 0.0f, C, ldc, what);
 }
 
 void linear_gemm(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, int64_t T,

@@ -29,7 +29,6 @@ namespace {
 using ops::ConvShape;
 constexpr int64_t kColBytes = int64_t(8) << 20;
 constexpr int64_t kBiasRows = 512;  // rows per partial sum of dbias (fixed: thread-count free)
-constexpr int64_t kTileRows = 128;  // rows per single-threaded GEMM of gemm_rows
 
 // Output pixels per chunk: whole output rows, at least one.
 int64_t chunk_pixels(const ConvShape& s, size_t elem) {
@@ -103,20 +102,6 @@ void col2im_add(const F* dcol, const ConvShape& s, int64_t q0, int64_t n, F* dx)
         }
       }
     }
-  }
-}
-
-// C[rows, N] = A[rows, K] · op(B), A and C contiguous: fixed tiles of kTileRows rows in
-// parallel, each a GEMM on one thread, so that a row's sums run in one order for any thread count.
-template <typename F>
-void gemm_rows(bool trans_b, int64_t rows, int64_t N, int64_t K, const F* A, const F* B, int64_t ldb, F* C,
-               const char* what) {
-  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-#pragma omp parallel for num_threads(tiles > 1 ? num_threads() : 1) schedule(static)
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t r0 = t * kTileRows;
-    gemm_serial(false, trans_b, std::min(kTileRows, rows - r0), N, K, F(1), A + r0 * K, K, B, ldb, F(0),
-                C + r0 * N, N, what);
   }
 }
 

@@ -231,7 +231,7 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
   if (N == 0 || OC == 0) return;
   if constexpr (std::is_same_v<F, float>) {
     if (bf16) matmul_forward_bf16(out, inp, w, N, IC, OC, *bf16);
-    else gemm(false, true, N, OC, IC, F(1), inp, IC, w, IC, F(0), out, OC, "matmul_forward");
+    else gemm_rows(true, N, OC, IC, inp, w, IC, out, "matmul_forward");  // thread-count free
   } else {
     gemm(false, true, N, OC, IC, F(1), inp, IC, w, IC, F(0), out, OC, "matmul_forward");
   }
