@@ -125,9 +125,10 @@ int64_t largest_unit_params(const LlamaConfig& c);
 // peak, the largest unit's gradients and one bucket in flight (at most the whole gradient); full:
 // that and the parameter window, the running unit and the prefetched one. 0 on 1 rank.
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes);
-// FLOPs per rank of one step: train_step_flops, plus with layer checkpointing the layers' forward
-// again (a third of the step's FLOPs less the output head's).
-double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers);
+// FLOPs per rank of one step: train_step_flops (with LoRA when given), plus with layer
+// checkpointing the layers' forward again (a third of full training's step less the output head's).
+double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers,
+                          const LoraConfig* lora = nullptr);
 
 // Which communication hides behind compute. Buckets: a bucket's reduction runs during the rest of
 // backward, so only the last bucket (full: the first gathered unit in forward and the last one in
@@ -150,6 +151,10 @@ struct PlanOptions {
   int ranks = 1;
   int64_t batch = 1, seq = 512;  // per rank (training); sequences and context (inference)
   TrainOptions train;            // attention, checkpoint_layers, precision
+  // LoRA fine-tuning: the adapters are trained (the shard modes' formulas apply to them), the
+  // base is frozen (4 bytes a parameter, 1/N of it a rank when fully sharded) and, fully
+  // sharded, gathered in forward and backward.
+  std::optional<LoraConfig> lora;
   double efficiency = 0.7;       // of the device's peak that the step's matmuls reach
   bool efficiency_given = false; // the user's figure (Given) rather than the default assumption
   double comm_efficiency = 1.0;  // of the link bandwidth that a collective reaches

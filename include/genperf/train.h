@@ -310,5 +310,7 @@ StepResult train_step(TrainModel& m, AdamW& opt, std::span<const MicroBatch> mic
 // With LoRA, 4 per frozen matmul parameter (no weight gradient) plus 6 per adapter parameter
 // (the dropout and scaling passes are not counted).
 double train_step_flops(const LlamaConfig& c, int64_t B, int64_t T, const LoraConfig* lora = nullptr);
+// Trainable parameters of LoRA's adapters on a model of c (validates lora).
+int64_t lora_parameters(const LlamaConfig& c, const LoraConfig& lora);
 
 }  // namespace genperf

@@ -289,12 +289,14 @@ size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, s
   return s == ShardMode::Full ? grad_window + std::min(grads, 2 * unit) : grad_window;
 }
 
-double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers) {
-  const double step = train_step_flops(c, batch, seq);
+double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers,
+                          const LoraConfig* lora) {
+  const double step = train_step_flops(c, batch, seq, lora);
   if (!checkpoint_layers) return step;
-  // train_step_flops is 3x the forward; the output head (2 V d per token) is not recomputed.
+  // Full training's step is 3x the forward (LoRA's forward is the same); the output head
+  // (2 V d per token) is not recomputed.
   const double head = 2.0 * double(c.vocab_size) * double(c.hidden_size) * double(batch * seq);
-  return step + step / 3.0 - head;
+  return step + train_step_flops(c, batch, seq) / 3.0 - head;
 }
 
 void PlanOptions::validate() const {
@@ -315,6 +317,7 @@ Json ShardPlan::to_json() const {
       {"memory", Json::Object{{"weights", int64_t(state.params)},
                               {"grads", int64_t(state.grads)},
                               {"optimizer", int64_t(state.optimizer)},
+                              {"frozen", int64_t(state.frozen)},
                               {"activations", int64_t(activations.total())},
                               {"activations_detail", activations.to_json()},
                               {"comm_buffers", int64_t(comm_buffers)},
@@ -378,6 +381,10 @@ Json PlanResult::to_json() const {
   } else {
     j["attention"] = attention_mode_name(o.train.attention);
     j["checkpoint_layers"] = o.train.checkpoint_layers;
+    if (o.lora) {
+      Json::Array targets(o.lora->targets.begin(), o.lora->targets.end());
+      j["lora"] = Json::Object{{"rank", int64_t(o.lora->rank)}, {"targets", Json(std::move(targets))}};
+    }
     Json::Array a, b;
     for (const ShardPlan& p : plans) a.push_back(p.to_json());
     for (const ShardPlan& p : alternative) b.push_back(p.to_json());
@@ -410,12 +417,24 @@ ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacit
   ShardPlan p;
   p.shard = s;
   p.checkpoint_layers = checkpoint;
-  p.state = planned_model_state(c.num_parameters(), s, o.ranks);
+  const int64_t F = c.num_parameters();
+  const int64_t P = o.lora ? lora_parameters(c, *o.lora) : F;
+  p.state = planned_model_state(P, s, o.ranks);
+  const bool gathered = s == ShardMode::Full && o.ranks > 1;
+  if (o.lora) p.state.frozen = (gathered ? ceil_div(F, o.ranks) : size_t(F)) * sizeof(float);
   TrainOptions t = o.train;
   t.checkpoint_layers = checkpoint;
   // The precision the device runs: callers planning this machine pass its effective one.
-  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq, nullptr, /*as_requested=*/true);
-  p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes);
+  p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq, o.lora ? &*o.lora : nullptr, /*as_requested=*/true);
+  if (!o.lora) {
+    p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes);
+  } else if (o.ranks > 1 && (s == ShardMode::Grads || gathered)) {
+    // The adapters' windows hold at most all adapters each; full sharding adds the frozen base's
+    // window: the running unit and the prefetched one.
+    const size_t adapters = size_t(P) * sizeof(float);
+    const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
+    p.comm_buffers = gathered ? 2 * adapters + std::min(size_t(F) * sizeof(float), 2 * unit) : adapters;
+  }
   p.fits = double(p.total()) <= capacity;
   p.verdict = verdict(p.total(), capacity);
   return p;
@@ -426,15 +445,20 @@ namespace {
 ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity,
                      ShardMode s, bool checkpoint) {
   const int N = o.ranks;
-  const int64_t P = c.num_parameters();
+  // With LoRA the collectives move the adapters, and full sharding also gathers the frozen base.
+  const int64_t F = c.num_parameters(), P = o.lora ? lora_parameters(c, *o.lora) : F;
+  const LoraConfig* lora = o.lora ? &*o.lora : nullptr;
   ShardPlan p = plan_memory(c, o, capacity, s, checkpoint);
-  p.flops = planned_step_flops(c, o.batch, o.seq, checkpoint);
-  p.comm_bytes = planned_comm_bytes(P, s, N);
+  p.flops = planned_step_flops(c, o.batch, o.seq, checkpoint, lora);
+  const double frozen_gather_bytes =
+      lora && s == ShardMode::Full ? 2 * double(F) * double(N - 1) / double(N) * sizeof(float) : 0;
+  p.comm_bytes = planned_comm_bytes(P, s, N) + frozen_gather_bytes;
   const std::optional<Figure> peak = d.peak_tflops(o.train.precision);
   if (!peak) return p;
   p.timed = true;
   p.compute_s = p.flops / (peak->value * 1e12 * o.efficiency);
-  // Forward is a third of the step without recomputation; backward the rest (and the recompute).
+  // Forward is a third of full training's step (LoRA's forward is the same); backward the rest
+  // (and the recompute).
   const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / (peak->value * 1e12 * o.efficiency);
   const double backward_s = p.compute_s - forward_s;
   const double owned = double(s == ShardMode::None ? size_t(P) : ceil_div(P, N));
@@ -443,18 +467,23 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
     // Seconds of each collective over all P parameters: at the measured bus bandwidths (plan
     // --comm, a job of this rank count), else at the link's (an all-reduce sends two passes).
     const double pass_bytes = double(P) * double(N - 1) / double(N) * sizeof(float);  // one P (N-1)/N
-    double all_reduce_s, reduce_scatter_s, all_gather_s;
+    double all_reduce_s, reduce_scatter_s, all_gather_s, gather_gbs;
     if (d.collectives && d.collectives->ranks == N) {
       all_reduce_s = 2 * pass_bytes / (d.collectives->all_reduce_gbs * 1e9);
       reduce_scatter_s = pass_bytes / (d.collectives->reduce_scatter_gbs * 1e9);
-      all_gather_s = pass_bytes / (d.collectives->all_gather_gbs * 1e9);
+      gather_gbs = d.collectives->all_gather_gbs;
     } else {
-      const double link = d.link_gbs.value * 1e9 * o.comm_efficiency;
-      reduce_scatter_s = all_gather_s = pass_bytes / link;
+      gather_gbs = d.link_gbs.value * o.comm_efficiency;
+      reduce_scatter_s = pass_bytes / (gather_gbs * 1e9);
       all_reduce_s = 2 * reduce_scatter_s;
     }
+    // Full sharding with LoRA gathers the frozen base with the adapters (once each way).
+    all_gather_s = (pass_bytes + frozen_gather_bytes / 2) / (gather_gbs * 1e9);
     const double bucket = std::min(1.0, double(o.bucket_bytes) / (double(P) * sizeof(float)));
-    const double unit = double(largest_unit_params(c)) / double(P);
+    // The share of a pass that the largest unit is (with LoRA fully sharded the pass gathers the
+    // base too).
+    const double gathered = double(P) + (frozen_gather_bytes > 0 ? double(F) : 0.0);
+    const double unit = std::min(1.0, double(largest_unit_params(c)) / gathered);
     switch (s) {
       case ShardMode::None:  // all-reduce of the buckets during backward
         p.comm_s = all_reduce_s;

@@ -425,6 +425,10 @@ void TrainModel::set_training(bool on) { impl_->graph.set_training(on); }
 bool TrainModel::training() const { return impl_->graph.training(); }
 
 
+int64_t lora_parameters(const LlamaConfig& c, const LoraConfig& lora) {
+  return int64_t(train::lora_layout(c, train::param_layout(c), lora).total);
+}
+
 std::vector<ParamSegment> param_segments(const TrainModel& m) {
   std::vector<ParamSegment> s;
   for (const ParamInfo& pi : m.param_info()) s.push_back({pi.offset, pi.numel, pi.decay});

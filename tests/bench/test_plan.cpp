@@ -77,6 +77,41 @@ TEST(Plan, CommunicationBytesAndBuffers) {
   EXPECT_EQ(planned_comm_buffer_bytes(c, ShardMode::Full, 4, bucket), 3 * size_t(unit) * 4 + bucket);
 }
 
+// LoRA: the shard modes' formulas over the adapters' P parameters; the frozen base is 4 F bytes
+// a rank, 4 F / N fully sharded, which then also gathers it in forward and backward.
+TEST(Plan, LoraShardsTheAdaptersAndFullShardsTheBase) {
+  const LlamaConfig c = preset_config("110m");
+  PlanOptions o = options(4, 1, 128);
+  LoraConfig lc;
+  lc.rank = 8;
+  o.lora = lc;
+  const int64_t F = c.num_parameters(), P = lora_parameters(c, lc);
+  // q, k, v and o of every layer: r (in + out) each
+  EXPECT_EQ(P, int64_t(c.num_hidden_layers) * lc.rank *
+                   ((c.hidden_size + c.q_dim()) + 2 * (c.hidden_size + c.kv_dim()) + (c.q_dim() + c.hidden_size)));
+  const size_t n = 4, f = size_t(F) * 4;
+  for (ShardMode s : kShardModes) {
+    const ShardPlan p = plan_memory(c, o, 1e12, s, false);
+    const ModelStateBytes want = planned_model_state(P, s, 4);
+    EXPECT_EQ(p.state.params, want.params) << shard_mode_name(s);
+    EXPECT_EQ(p.state.grads, want.grads) << shard_mode_name(s);
+    EXPECT_EQ(p.state.optimizer, want.optimizer) << shard_mode_name(s);
+    EXPECT_EQ(p.state.frozen, s == ShardMode::Full ? (size_t(F) + n - 1) / n * 4 : f) << shard_mode_name(s);
+    EXPECT_EQ(p.activations.total(), TrainModel::activation_memory(c, o.train, 1, 128, &lc, true).total());
+    EXPECT_GT(p.activations.lora, 0u);
+  }
+  // One rank: nothing is sharded, the base included.
+  o.ranks = 1;
+  EXPECT_EQ(plan_memory(c, o, 1e12, ShardMode::Full, false).state.frozen, f);
+  // The wire: the adapters' volume, and the base gathered twice when fully sharded.
+  o.ranks = 4;
+  const PlanResult r = plan_job(c, catalog_device("h100"), o);
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::None).comm_bytes, planned_comm_bytes(P, ShardMode::None, 4));
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::Full).comm_bytes,
+                   planned_comm_bytes(P, ShardMode::Full, 4) + 2.0 * double(F) * 3 / 4 * 4);
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::None).flops, train_step_flops(c, 1, 128, &lc));
+}
+
 TEST(Plan, ActivationsAndFlopsComeFromTheTrainingLibrary) {
   const LlamaConfig c = preset_config("default");
   PlanOptions o = options(2, 2, 256);

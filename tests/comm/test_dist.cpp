@@ -398,6 +398,40 @@ TEST_F(Mpi, UnderAMemoryCapOnlyFullShardingRuns) {
   }
 }
 
+// LoRA under a memory cap set between what full sharding and the other modes need (as
+// `genperf plan` counts them): full runs, the others are refused before they start.
+TEST_F(Mpi, LoraUnderAMemoryCapOnlyFullShardingRuns) {
+  ASSERT_EQ(run(0, train_args(tmp_ / "base")).code, 0);
+  const CliResult plan = run(0, "plan --model " + (tmp_ / "base") + " --ranks 4 --batch 2 --seq 32 --lora-rank 4 "
+                                "--bucket-mb 1 --threads 1 --peak-gflops 10 --bandwidth-gbs 10 --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const Json j = Json::parse(plan.out);
+  double full = 0, others = 1e300;
+  for (const Json& p : j.at("plans").as_array()) {
+    const double total = p.at("memory").at("total").as_number();
+    if (p.at("shard").as_string() == "full") full = total;
+    else others = std::min(others, total);
+    EXPECT_GT(p.at("memory").at("frozen").as_number(), 0) << p.dump();
+  }
+  ASSERT_LT(full, others);
+  char cap[32];
+  std::snprintf(cap, sizeof cap, "%.9g", (full + others) / 2 / 1e9);
+  auto args = [&](const std::string& out, const std::string& shard) {
+    return "finetune --model " + (tmp_ / "base") + " --text " + (*dir_ / "train.txt") +
+           " --seq 32 --batch 2 --grad-accum 4 --steps 2 --lr 1e-3 --lora-rank 4 --dtype f32 --threads 1 --bucket-mb 1 "
+           "--mem-gb " + std::string(cap) + " --shard " + shard + " --out " + out;
+  };
+  const CliResult r = run(4, args(tmp_ / "full", "full"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* shard : {"none", "grads"}) {
+    const CliResult no = run(4, args(tmp_ / shard, shard));
+    EXPECT_NE(no.code, 0) << shard;
+    EXPECT_NE(no.err.find("does not fit: needs"), std::string::npos) << no.err;
+    EXPECT_NE(no.err.find("--shard full would fit"), std::string::npos) << no.err;
+    EXPECT_FALSE(fs::exists(tmp_ / (std::string(shard) + "/train_log.jsonl"))) << shard;
+  }
+}
+
 TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {
   const CliResult r = run(4, train_args(tmp_ / "odd", "--grad-accum 6"));
   EXPECT_NE(r.code, 0);

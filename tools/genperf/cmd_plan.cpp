@@ -52,17 +52,21 @@ void print_plans(const PlanResult& r, const std::string& chosen) {
               precision_name(o.train.precision), attention_mode_name(o.train.attention),
               cat(o.efficiency * 100).c_str(), o.efficiency_given ? "given" : "modeled",
               cat(o.comm_efficiency * 100).c_str(), plan_overlap_name(o.overlap), double(o.bucket_bytes) / (1 << 20));
-  std::printf("%-12s %-4s %9s %9s %9s %9s %9s %9s  %-4s %10s %10s %12s   (GB per rank; every figure modeled)\n",
-              "shard", "ckpt", "weights", "grads", "optimizer", "activ", "comm buf", "total", "fits", "step s",
-              "exposed s", "tokens/s");
+  if (o.lora)
+    std::printf("LoRA       rank %d on %s: weights, grads and optimizer are the adapters'; frozen is the base's\n",
+                o.lora->rank, joined(o.lora->targets, ',').c_str());
+  std::printf("%-12s %-4s %9s %9s %9s%s %9s %9s %9s  %-4s %10s %10s %12s   (GB per rank; every figure modeled)\n",
+              "shard", "ckpt", "weights", "grads", "optimizer", o.lora ? "    frozen" : "",
+              "activ", "comm buf", "total", "fits", "step s", "exposed s", "tokens/s");
   auto row = [&](const ShardPlan& p) {
     const bool rec = r.recommended && r.recommended->shard == p.shard &&
                      r.recommended->checkpoint_layers == p.checkpoint_layers;
     std::string name = cat(shard_mode_name(p.shard), rec ? " *" : "", chosen == shard_mode_name(p.shard) && p.checkpoint_layers == o.train.checkpoint_layers ? " <" : "");
-    std::printf("%-12s %-4s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f  %-4s", name.c_str(), p.checkpoint_layers ? "yes" : "no",
-                double(p.state.params) / 1e9, double(p.state.grads) / 1e9, double(p.state.optimizer) / 1e9,
-                double(p.activations.total()) / 1e9, double(p.comm_buffers) / 1e9, double(p.total()) / 1e9,
-                p.fits ? "yes" : "no");
+    std::printf("%-12s %-4s %9.3f %9.3f %9.3f", name.c_str(), p.checkpoint_layers ? "yes" : "no",
+                double(p.state.params) / 1e9, double(p.state.grads) / 1e9, double(p.state.optimizer) / 1e9);
+    if (o.lora) std::printf(" %9.3f", double(p.state.frozen) / 1e9);
+    std::printf(" %9.3f %9.3f %9.3f  %-4s", double(p.activations.total()) / 1e9, double(p.comm_buffers) / 1e9,
+                double(p.total()) / 1e9, p.fits ? "yes" : "no");
     if (p.timed) std::printf(" %10.4g %10.4g %12.1f\n", p.step_s, p.exposed_comm_s, p.tokens_per_s);
     else std::printf(" %10s %10s %12s\n", "-", "-", "-");
   };
@@ -111,6 +115,8 @@ int cmd_plan(int argc, char** argv) {
           {"overlap", "communication hidden behind backward: buckets or none (default: buckets on a catalogued "
                       "device, none on this machine)", "", false, true},
           {"bucket-mb", "gradient bucket in MiB", "25"},
+          {"lora-rank", "LoRA fine-tuning at this rank (0: full training)", "0"},
+          lora_targets_option("projections with LoRA adapters"),
           {"mem-gb", "memory per rank at most this many GB (1e9 bytes)", "", false, true},
           {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
           {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
@@ -139,6 +145,14 @@ int cmd_plan(int argc, char** argv) {
   o.train.precision = parse_precision(a.str("precision"));
   o.train.attention = parse_attention_mode(a.str("attn"));
   o.train.checkpoint_layers = a.flag("checkpoint-layers");
+  GP_CHECK(a.integer("lora-rank") >= 0, "[plan] --lora-rank must be >= 0, got ", a.str("lora-rank"));
+  if (a.integer("lora-rank") > 0) {
+    LoraConfig lc;
+    lc.rank = int(a.integer("lora-rank"));
+    lc.targets = cli::split(a.str("lora-targets"), ',');
+    lc.validate();
+    o.lora = lc;
+  }
   if (a.has("efficiency")) {
     o.efficiency = a.number("efficiency");
     o.efficiency_given = true;

@@ -90,9 +90,9 @@ TrainerConfig trainer_config(const Args& a) {
 // --mem-gb: the job's memory per rank as `genperf plan` counts it (model state of the shard
 // mode, one micro-batch's activations, communication buffers); over the cap, the job is refused
 // before anything is allocated, naming the modes that would fit.
-void check_memory_cap(const Args& a, const LlamaConfig& c, const TrainOptions& t, int64_t seq, bool lora) {
+void check_memory_cap(const Args& a, const LlamaConfig& c, const TrainOptions& t, int64_t seq,
+                      const std::optional<LoraConfig>& lora) {
   if (!a.has("mem-gb")) return;
-  GP_CHECK(!lora, "[train] --mem-gb plans full training; LoRA's memory is not planned yet");
   const double cap = a.number("mem-gb") * 1e9;
   GP_CHECK(cap > 0, "[train] --mem-gb must be positive");
   PlanOptions o;
@@ -101,6 +101,7 @@ void check_memory_cap(const Args& a, const LlamaConfig& c, const TrainOptions& t
   o.seq = seq;
   o.train = t;
   o.train.precision = effective_precision(t.precision);  // this machine's
+  o.lora = lora;
   o.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
   const ShardMode mode = parse_shard_mode(a.str("shard"));
   const ShardPlan p = plan_memory(c, o, cap, mode, t.checkpoint_layers);
@@ -236,7 +237,7 @@ int cmd_train(int argc, char** argv) {
     std::printf("%sdata: %lld sequences of %lld tokens (%lld for training, %lld for validation)\n", rank_prefix().c_str(), (long long)all.size(),
                 (long long)T, (long long)split.train.size(), (long long)split.validation.size());
 
-  check_memory_cap(a, c, train_options(a), T, false);
+  check_memory_cap(a, c, train_options(a), T, std::nullopt);
   TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a));
   if (talks(a))
     std::printf("%smodel: %s shape, %.2fM parameters, %s attention, %s\n", rank_prefix().c_str(), a.str("shape").c_str(), double(m.num_params()) / 1e6,
@@ -289,15 +290,10 @@ int cmd_finetune(int argc, char** argv) {
     for (const char* f : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"})
       if (fs::exists(fs::path(src) / f) && fs::absolute(fs::path(src) / f) != fs::absolute(fs::path(files.dir) / f))
         extra.push_back((fs::path(src) / f).string());
-  check_memory_cap(a, ck.config, train_options(a), T, a.integer("lora-rank") > 0);
-  TrainModel m(ck, train_options(a));
-  Json info = Json::Object{{"verb", "finetune"},
-                           {"model", src},
-                           {"data", a.has("data") ? a.str("data") : a.str("text")},
-                           {"seed", a.integer("seed")}};
   const int64_t rank = a.integer("lora-rank");
   GP_CHECK(rank >= 0, "[finetune] --lora-rank must be >= 0, got ", rank);
   GP_CHECK(rank > 0 || !a.flag("adapter"), "[finetune] --adapter needs LoRA (--lora-rank > 0)");
+  std::optional<LoraConfig> lora;
   if (rank > 0) {
     LoraConfig lc;
     lc.rank = int(rank);
@@ -305,6 +301,17 @@ int cmd_finetune(int argc, char** argv) {
     lc.dropout = float(a.number("lora-dropout"));
     lc.targets = cli::split(a.str("lora-targets"), ',');
     lc.seed = uint64_t(a.integer("seed"));
+    lc.validate();
+    lora = lc;
+  }
+  check_memory_cap(a, ck.config, train_options(a), T, lora);
+  TrainModel m(ck, train_options(a));
+  Json info = Json::Object{{"verb", "finetune"},
+                           {"model", src},
+                           {"data", a.has("data") ? a.str("data") : a.str("text")},
+                           {"seed", a.integer("seed")}};
+  if (lora) {
+    const LoraConfig& lc = *lora;
     m.enable_lora(lc);
     info["lora"] = Json::Object{{"rank", rank}, {"alpha", double(lc.alpha)}, {"dropout", double(lc.dropout)},
                                 {"targets", a.str("lora-targets")}, {"export", a.flag("adapter") ? "adapter" : "merged"}};
