@@ -16,10 +16,28 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "genperf/ops.h"
 #include "genperf/tensor.h"
+
+namespace genperf {
+
+// Compute precision of a network's matmuls and convolutions (the LLM trainer, genperf/train.h;
+// the SR UNet, genperf/unet.h). F32: f32 operands. Bf16 (mixed precision): the operands of
+// matmuls and convolutions rounded to bf16, products accumulated in f32, f32 outputs; weights,
+// gradients, optimizer state and every other op stay f32. Bf16 runs where the CPU has
+// AVX512-BF16 and genperf::isa() is the AVX-512 level; elsewhere it falls back to F32
+// (effective_precision says which runs).
+enum class Precision : uint8_t { F32 = 0, Bf16 = 1 };
+const char* precision_name(Precision p);
+// "f32" or "bf16"; throws genperf::Error otherwise.
+Precision parse_precision(std::string_view s);
+// The precision that actually runs on this CPU for a requested one.
+Precision effective_precision(Precision requested);
+
+}  // namespace genperf
 
 namespace genperf::ops {
 

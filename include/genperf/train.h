@@ -26,6 +26,7 @@
 #include "genperf/json.h"
 #include "genperf/llama_config.h"
 #include "genperf/ops.h"
+#include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 
 namespace genperf {
@@ -35,18 +36,13 @@ const char* attention_mode_name(AttentionMode m);
 // "naive" or "flash"; throws genperf::Error otherwise.
 AttentionMode parse_attention_mode(std::string_view s);
 
-// Compute precision of the training matmuls. Bf16: the operands of every large matmul (q|k|v,
-// o, gate|up, down, lm_head; forward and both backward products) rounded to bf16, products
-// accumulated in f32; master weights, gradients (+=) and optimizer state stay f32, and attention
-// tiles, norms and LoRA adapters run in f32 (mixed precision). Where the CPU lacks AVX512-BF16
-// or genperf::isa() is below AVX-512, Bf16 falls back to F32 (effective_precision says which
-// runs). The float64 gradient-check graph ignores the precision.
-enum class Precision : uint8_t { F32 = 0, Bf16 = 1 };
-const char* precision_name(Precision p);
-// "f32" or "bf16"; throws genperf::Error otherwise.
-Precision parse_precision(std::string_view s);
-// The precision that actually runs on this CPU for a requested one.
-Precision effective_precision(Precision requested);
+// Compute precision of the training matmuls (Precision, precision_name, parse_precision and
+// effective_precision live in genperf/ops_train.h, shared with the SR UNet). Bf16: the operands
+// of every large matmul (q|k|v, o, gate|up, down, lm_head; forward and both backward products)
+// rounded to bf16, products accumulated in f32; master weights, gradients (+=) and optimizer
+// state stay f32, and attention tiles, norms and LoRA adapters run in f32 (mixed precision).
+// Where the CPU lacks AVX512-BF16 or genperf::isa() is below AVX-512, Bf16 falls back to F32
+// (effective_precision says which runs). The float64 gradient-check graph ignores the precision.
 
 // The projections LoRA can target, in a layer's order (PEFT's target_modules names of the model
 // family), and those adapted unless others are named (the attention projections).
