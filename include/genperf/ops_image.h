@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 
 namespace genperf::ops {
@@ -25,13 +26,19 @@ struct ConvShape {
 };
 // Throws genperf::Error naming op for an empty or impossible shape.
 void check_conv_shape(const char* op, const ConvShape& s);
+// precision (float only; float64 ignores it): Bf16 rounds the operands of each product to bf16
+// (forward x and w; backward dout, w and x) and accumulates in f32; out, dx, dw and dbias stay
+// f32, and dbias sums the f32 dout. On oneDNN's bf16 primitives where they run (AVX512-BF16);
+// elsewhere the rounded operands feed the f32 path (the same products, summed in another
+// order). The op runs what it is asked: callers choose with effective_precision.
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s,
-                    Device dev = Device::CPU);
+                    Precision precision = Precision::F32, Device dev = Device::CPU);
 // dx = (skipped when null: the network's input); dw, dbias += (skipped when null).
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
-                     const ConvShape& s, Device dev = Device::CPU);
+                     const ConvShape& s, Precision precision = Precision::F32,
+                     Device dev = Device::CPU);
 
 // Group normalization (Wu & He): per image and group, the HW * C/G values are normalized to
 // zero mean and unit variance, then out = xhat * gamma[c] + beta[c]. mean, rstd [B, G] are saved

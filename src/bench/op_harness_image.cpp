@@ -28,14 +28,15 @@ struct Conv2d : Projected<Conv2d> {
   Arrays fwd(const Backend& b, const Arrays& in) const {
     auto x = as<F>(at(in, "x")), w = as<F>(at(in, "w")), bias = as<F>(at(in, "b"));
     std::vector<F> o(ny());
-    GP_TRAIN(F, b, conv2d_forward, o.data(), x.data(), w.data(), bias.data(), s);
+    GP_TRAIN(F, b, conv2d_forward, o.data(), x.data(), w.data(), bias.data(), s, Precision::F32);
     return {{"out", back(o)}};
   }
   template <typename F>
   Arrays bwd(const Backend& b, const Arrays& in, const Arrays&) const {
     auto x = as<F>(at(in, "x")), w = as<F>(at(in, "w")), G = as<F>(at(in, "G"));
     std::vector<F> dx(nx(), F(kNaN)), dw(size_t(s.OC * s.filter()), F(0)), db(size_t(s.OC), F(0));
-    GP_TRAIN(F, b, conv2d_backward, dx.data(), dw.data(), db.data(), G.data(), x.data(), w.data(), s);
+    GP_TRAIN(F, b, conv2d_backward, dx.data(), dw.data(), db.data(), G.data(), x.data(), w.data(), s,
+             Precision::F32);
     return {{"dx", back(dx)}, {"dw", back(dw)}, {"db", back(db)}};
   }
 };

@@ -66,9 +66,9 @@ struct TrainKernels {
   void (*scale)(float* x, int64_t n, float k) = nullptr;
   // Image ops (genperf/ops_image.h).
   void (*conv2d_forward)(float* out, const float* x, const float* w, const float* bias,
-                         const ConvShape& s) = nullptr;
+                         const ConvShape& s, Precision precision) = nullptr;
   void (*conv2d_backward)(float* dx, float* dw, float* dbias, const float* dout, const float* x,
-                          const float* w, const ConvShape& s) = nullptr;
+                          const float* w, const ConvShape& s, Precision precision) = nullptr;
   void (*group_norm_forward)(float* out, float* mean, float* rstd, const float* x,
                              const float* gamma, const float* beta, int64_t B, int64_t HW,
                              int64_t C, int64_t G, double eps) = nullptr;

@@ -172,15 +172,16 @@ void check_conv_shape(const char* op, const ConvShape& s) {
 }
 
 template <typename F>
-void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s, Device dev) {
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s,
+                    Precision precision, Device dev) {
   check_conv_shape("conv2d_forward", s);
-  GP_RUN(conv2d_forward, out, x, w, bias, std::cref(s));
+  GP_RUN(conv2d_forward, out, x, w, bias, std::cref(s), precision);
 }
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
-                     const ConvShape& s, Device dev) {
+                     const ConvShape& s, Precision precision, Device dev) {
   check_conv_shape("conv2d_backward", s);
-  GP_RUN(conv2d_backward, dx, dw, dbias, dout, x, w, std::cref(s));
+  GP_RUN(conv2d_backward, dx, dw, dbias, dout, x, w, std::cref(s), precision);
 }
 
 template <typename F>
@@ -313,9 +314,10 @@ void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dl
   template void attention_forward_flash<F>(F*, F*, const F*, const AttnShape&, Device);          \
   template void attention_backward_flash<F>(F*, const F*, const F*, const F*, const F*,          \
                                             const AttnShape&, Device);                            \
-  template void conv2d_forward<F>(F*, const F*, const F*, const F*, const ConvShape&, Device);    \
+  template void conv2d_forward<F>(F*, const F*, const F*, const F*, const ConvShape&, Precision, \
+                                  Device);                                                       \
   template void conv2d_backward<F>(F*, F*, F*, const F*, const F*, const F*, const ConvShape&,   \
-                                   Device);                                                      \
+                                   Precision, Device);                                           \
   template void group_norm_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t, int64_t, \
                                       int64_t, int64_t, double, Device);                          \
   template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \

@@ -114,7 +114,7 @@ TEST(Backend, TrainingOpsFollowTheDevice) {
        [&] {
          float* p = f.data();
          ops::ConvShape cs;
-         ops::conv2d_backward(p, p, p, p, p, p, cs, cuda);
+         ops::conv2d_backward(p, p, p, p, p, p, cs, Precision::F32, cuda);
        }},
       {"avgpool2x_backward", [&] { ops::avgpool2x_backward(f.data(), f.data(), 1, 2, 2, 4, cuda); }},
       {"concat_channels_forward",

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/image_ops.h"
+#include "genperf/dtype.h"
 #include "genperf/error.h"
 #include "genperf/ops_image.h"
 #include "genperf/rng.h"
@@ -289,6 +290,116 @@ TEST(ImageOps, Conv2d) {
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 2, 2, 1, 1, 5, 1, 1)), Error);  // kernel larger than the image
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 0, 1)), Error);  // stride 0
   EXPECT_THROW(conv2d_forward(p, p, p, p, conv(1, 4, 4, 1, 1, 3, 1, 3)), Error);  // padding >= kernel
+}
+
+// v rounded to bf16 (through f32, round to nearest even), held in double.
+std::vector<double> bf16_rounded(const std::vector<double>& v) {
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = double(bf16_to_f32(f32_to_bf16(float(v[i]))));
+  return r;
+}
+
+// Boundary shapes of the bf16 convolution: 3 x 3 same and strided with odd sides, 1 x 1
+// pointwise and strided, one pixel, and input channels that fill no 16-lane (or 32-lane bf16)
+// register: 3, 5, 17, 24 and 40.
+std::vector<ConvShape> bf16_conv_shapes() {
+  return {conv(2, 5, 7, 3, 4, 3, 1, 1),   conv(2, 7, 9, 17, 16, 3, 2, 1), conv(1, 5, 6, 24, 3, 3, 1, 0),
+          conv(2, 4, 3, 5, 6, 1, 1, 0),   conv(1, 5, 5, 17, 8, 1, 2, 0),  conv(1, 1, 1, 40, 2, 3, 1, 1),
+          conv(2, 8, 8, 40, 32, 3, 2, 1), conv(2, 6, 6, 24, 40, 1, 1, 0)};
+}
+
+std::string describe(const ConvShape& s) {
+  return "conv2d B=" + std::to_string(s.B) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) +
+         " IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " K=" + std::to_string(s.K) + " stride " +
+         std::to_string(s.stride) + " pad " + std::to_string(s.pad);
+}
+
+// Mixed precision: the float op with Precision::Bf16 on both its paths (oneDNN's bf16 primitives
+// where they run, else the rounded operands on the f32 path) against the float64 reference run on
+// operands rounded to bf16: forward (x, w rounded), dx (dout, w), dw (dout, x); dbias sums the
+// unrounded dout. Tight (f32 accumulation); and far from the unrounded reference, so that an op
+// that skipped the rounding fails.
+TEST(ImageOps, Conv2dBf16MatchesRoundedReference) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const bool saved_path = cpu::conv_onednn_enabled();
+  for (const ConvShape& s : bf16_conv_shapes()) {
+    const std::string what = describe(s) + " bf16";
+    Rng r(kSeed + uint64_t(s.IC * 100 + s.K * 10 + s.stride));
+    const auto x = randn(r, size_t(s.B * s.H * s.W * s.IC)), w = randn(r, size_t(s.OC * s.filter()), 0.5),
+               bias = randn(r, size_t(s.OC));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    const auto G = randn(r, n_out);
+    const auto xr = bf16_rounded(x), wr = bf16_rounded(w), Gr = bf16_rounded(G);
+    // The reference: float64 on the rounded operands (and on the unrounded ones, for contrast).
+    std::vector<double> y(n_out), y_f32(n_out), dx(x.size()), dx_f32(x.size()), dw(w.size(), 0.0),
+        dw_f32(w.size(), 0.0), db(bias.size(), 0.0), unused(x.size());
+    conv2d_forward(y.data(), xr.data(), wr.data(), bias.data(), s);
+    conv2d_forward(y_f32.data(), x.data(), w.data(), bias.data(), s);
+    conv2d_backward(dx.data(), static_cast<double*>(nullptr), db.data(), Gr.data(), xr.data(), wr.data(), s);
+    conv2d_backward(unused.data(), dw.data(), static_cast<double*>(nullptr), Gr.data(), xr.data(), wr.data(), s);
+    db.assign(bias.size(), 0.0);
+    conv2d_backward(dx_f32.data(), dw_f32.data(), db.data(), G.data(), x.data(), w.data(), s);
+    const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
+    for (bool onednn : {true, false}) {
+      cpu::set_conv_onednn_enabled(onednn);
+      const std::string path = what + (onednn ? " (oneDNN first)" : " (im2col)");
+      std::vector<float> yf(n_out), dxf(x.size(), NAN), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
+      conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s, Precision::Bf16);
+      conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s, Precision::Bf16);
+      EXPECT_LT(rel_error(yf, y), 2e-6) << path;
+      EXPECT_LT(rel_error(dxf, dx), 2e-6) << path;
+      EXPECT_LT(rel_error(dwf, dw), 2e-6) << path;
+      EXPECT_LT(rel_error(dbf, db), 1e-6) << path;
+      EXPECT_GT(rel_error(yf, y_f32), 1e-4) << path << ": the operands were not rounded";
+      EXPECT_GT(rel_error(dxf, dx_f32), 1e-4) << path << ": the operands were not rounded";
+      EXPECT_GT(rel_error(dwf, dw_f32), 1e-4) << path << ": the operands were not rounded";
+      // A second backward overwrites dx and adds to dw.
+      const std::vector<float> dx1 = dxf;
+      conv2d_backward(dxf.data(), dwf.data(), static_cast<float*>(nullptr), Gf.data(), xf.data(), wf.data(), s,
+                      Precision::Bf16);
+      std::vector<double> dw2(dw.size());
+      for (size_t i = 0; i < dw.size(); ++i) dw2[i] = 2 * dw[i];
+      EXPECT_EQ(dxf, dx1) << path << ": dx is overwritten";
+      EXPECT_LT(rel_error(dwf, dw2), 2e-6) << path << ": dw accumulates";
+    }
+  }
+  cpu::set_conv_onednn_enabled(saved_path);
+}
+
+// Where the CPU has AVX512-BF16 at the AVX-512 level, oneDNN's bf16 primitives themselves run
+// (no silent fall-back to the rounded f32 path) at every shape but those of a negative right
+// padding (left to im2col in f32 too), and agree with the rounded reference.
+TEST(ImageOps, Conv2dBf16RunsOneDnnPrimitives) {
+  if (effective_precision(Precision::Bf16) != Precision::Bf16)
+    GTEST_SKIP() << "bf16 does not run here (no AVX512-BF16 at the AVX-512 level)";
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  for (const ConvShape& s : bf16_conv_shapes()) {
+    const std::string what = describe(s) + " bf16 (oneDNN)";
+    const bool skips_rows = (s.Ho() - 1) * s.stride + s.K - s.H - s.pad < 0 || (s.Wo() - 1) * s.stride + s.K - s.W - s.pad < 0;
+    Rng r(kSeed + uint64_t(s.OC));
+    const auto x = randn(r, size_t(s.B * s.H * s.W * s.IC)), w = randn(r, size_t(s.OC * s.filter()), 0.5);
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    const auto G = randn(r, n_out);
+    const auto xr = bf16_rounded(x), wr = bf16_rounded(w), Gr = bf16_rounded(G);
+    std::vector<double> y(n_out), dx(x.size()), dw(w.size(), 0.0);
+    conv2d_forward(y.data(), xr.data(), wr.data(), static_cast<const double*>(nullptr), s);
+    conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), Gr.data(), xr.data(), wr.data(), s);
+    std::vector<uint16_t> xb(x.size()), Gb(G.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(float(x[i]));
+    for (size_t i = 0; i < G.size(); ++i) Gb[i] = f32_to_bf16(float(G[i]));
+    const auto wf = cast<float>(w);
+    std::vector<float> yf(n_out), dxf(x.size()), dwf(w.size(), 0.f);
+    const bool fwd = cpu::conv2d_forward_onednn(yf.data(), xb.data(), wf.data(), nullptr, s, true);
+    const bool bwd_data = cpu::conv2d_backward_data_onednn(dxf.data(), Gb.data(), wf.data(), s, true);
+    const bool bwd_weights = cpu::conv2d_backward_weights_onednn(dwf.data(), Gb.data(), xb.data(), s, true);
+    if (skips_rows) continue;
+    ASSERT_TRUE(fwd) << what << ": forward";
+    ASSERT_TRUE(bwd_data) << what << ": backward data";
+    ASSERT_TRUE(bwd_weights) << what << ": backward weights";
+    EXPECT_LT(rel_error(yf, y), 2e-6) << what;
+    EXPECT_LT(rel_error(dxf, dx), 2e-6) << what;
+    EXPECT_LT(rel_error(dwf, dw), 2e-6) << what;
+  }
 }
 
 // Bicubic up-sampling: a constant stays constant and a ramp stays a ramp away from the borders

@@ -6,8 +6,12 @@
 // weights are reordered back to ohwi and added. Padding: top and left = pad, bottom and right
 // = (Ho - 1) stride + K - H - pad, which is less than pad where the stride does not divide (and
 // negative where it skips the last rows: those shapes run on im2col, see make_conv).
-// Primitives are created once per shape, pass and thread count (oneDNN sizes its blocking by the
-// thread count it is created at) and kept in one cache.
+// Primitives are created once per shape, pass, data type and thread count (oneDNN sizes its
+// blocking by the thread count it is created at) and kept in one cache.
+// Mixed precision (bf16): src and diff_dst arrive rounded to bf16 by the caller; the weights
+// reorder converts our f32 ohwi weights to the primitive's bf16 format (rounding to nearest
+// even, as the caller's rounding does); dst, diff_src and diff_weights stay f32, the primitives
+// accumulating in f32 (oneDNN's AVX512-BF16 and AMX kernels).
 // Each function returns false where oneDNN offers only its reference implementation for the shape
 // or fails; the caller then runs its im2col path (image_conv.cpp), and nothing this one wrote is
 // read: out and dx are overwritten there, dw is added to only after oneDNN succeeded.
@@ -45,6 +49,7 @@ struct ConvKey {
   int threads;
   Pass pass;
   bool bias;  // forward only: the backward bias is summed by the caller
+  bool bf16;  // bf16 src, weights and diff_dst; f32 dst, diff_src and diff_weights
   auto operator<=>(const ConvKey&) const = default;
 };
 
@@ -58,18 +63,22 @@ struct Conv {
   std::string why;
 };
 
-dnnl::memory::desc activations(int64_t B, int64_t C, int64_t H, int64_t W) {
-  return {{B, C, H, W}, dt::f32, tag::nhwc};
+dnnl::memory::desc activations(int64_t B, int64_t C, int64_t H, int64_t W, dt type = dt::f32) {
+  return {{B, C, H, W}, type, tag::nhwc};
 }
-dnnl::memory::desc weights(const ConvKey& k, tag t) { return {{k.OC, k.IC, k.K, k.K}, dt::f32, t}; }
+dnnl::memory::desc weights(const ConvKey& k, tag t, dt type = dt::f32) { return {{k.OC, k.IC, k.K, k.K}, type, t}; }
 
 Conv make_conv(const ConvKey& k) {
   const ConvShape s{k.B, k.H, k.W, k.IC, k.OC, k.K, k.stride, k.pad};
   const int64_t Ho = s.Ho(), Wo = s.Wo();
   const dnnl::memory::dims strides{k.stride, k.stride}, pad_l{k.pad, k.pad},
       pad_r{(Ho - 1) * k.stride + k.K - k.H - k.pad, (Wo - 1) * k.stride + k.K - k.W - k.pad};
-  const auto src = activations(k.B, k.IC, k.H, k.W), dst = activations(k.B, k.OC, Ho, Wo);
-  const auto any = weights(k, tag::any), ohwi = weights(k, tag::ohwi);
+  // The operands' type (in) and the results' (f32): the forward's src and weights, backward
+  // data's weights and diff_dst, backward weights' src and diff_dst are in.
+  const dt in = k.bf16 ? dt::bf16 : dt::f32;
+  const auto src = activations(k.B, k.IC, k.H, k.W, in), dst = activations(k.B, k.OC, Ho, Wo);
+  const auto src_f32 = activations(k.B, k.IC, k.H, k.W), dst_in = activations(k.B, k.OC, Ho, Wo, in);
+  const auto any = weights(k, tag::any, in), any_f32 = weights(k, tag::any), ohwi = weights(k, tag::ohwi);
   const auto bias = k.bias ? dnnl::memory::desc({k.OC}, dt::f32, tag::x) : dnnl::memory::desc();
   // A negative right padding (the stride skips the last rows or columns) is left to im2col:
   // oneDNN 2.6's jit_1x1:avx2 backward weights read past the image there (1 x 1, stride 2 on a
@@ -79,7 +88,8 @@ Conv make_conv(const ConvKey& k) {
   try {
     const dnnl::convolution_forward::primitive_desc fwd(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                        src, any, bias, dst, strides, pad_l, pad_r),
+                                        src, any, bias, k.pass == Pass::Forward ? dst : dst_in, strides,
+                                        pad_l, pad_r),
         e);
     Conv c;
     if (k.pass == Pass::Forward) {
@@ -87,15 +97,15 @@ Conv make_conv(const ConvKey& k) {
       c.prim = dnnl::convolution_forward(fwd), c.wei = fwd.weights_desc();
     } else if (k.pass == Pass::BackwardData) {
       const dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any, dst, strides,
-                                                pad_l, pad_r),
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_f32, any, dst_in,
+                                                strides, pad_l, pad_r),
           e, fwd);
       if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
       c.prim = dnnl::convolution_backward_data(pd), c.wei = pd.weights_desc();
     } else {
       const dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any,
-                                                   dnnl::memory::desc(), dst, strides, pad_l, pad_r),
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any_f32,
+                                                   dnnl::memory::desc(), dst_in, strides, pad_l, pad_r),
           e, fwd);
       if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
       c.prim = dnnl::convolution_backward_weights(pd), c.wei = pd.diff_weights_desc();
@@ -109,8 +119,8 @@ Conv make_conv(const ConvKey& k) {
   } catch (const dnnl::error& err) { return {std::nullopt, {}, std::nullopt, err.what()}; }
 }
 
-ConvKey key_of(const ConvShape& s, Pass pass, bool bias) {
-  return {s.B, s.H, s.W, s.IC, s.OC, s.K, s.stride, s.pad, num_threads(), pass, bias};
+ConvKey key_of(const ConvShape& s, Pass pass, bool bias, bool bf16) {
+  return {s.B, s.H, s.W, s.IC, s.OC, s.K, s.stride, s.pad, num_threads(), pass, bias, bf16};
 }
 
 // The cached primitive of key (created at key.threads = genperf::num_threads(), set for oneDNN).
@@ -137,10 +147,11 @@ dnnl::memory user(const dnnl::memory::desc& d, const void* p) {
   return dnnl::memory(d, onednn_engine(), const_cast<void*>(p));
 }
 
-// w (ohwi) in the primitive's weights format: w itself, or its reorder in the thread's buffer.
-const float* prim_weights(const Conv& c, const ConvKey& k, const float* w) {
+// w (f32 ohwi) in the primitive's weights format and type: w itself, or its reorder in the
+// thread's buffer.
+const void* prim_weights(const Conv& c, const ConvKey& k, const float* w) {
   if (!c.reorder) return w;
-  float* buf = thread_buffer(0, c.wei.get_size() / sizeof(float));
+  float* buf = thread_buffer(0, (c.wei.get_size() + sizeof(float) - 1) / sizeof(float));
   onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(weights(k, tag::ohwi), w)}, {DNNL_ARG_TO, user(c.wei, buf)}});
   return buf;
 }
@@ -171,11 +182,13 @@ bool with_conv(const ConvKey& k, Run run) {
 bool conv_onednn_enabled() { return onednn_enabled().load(std::memory_order_relaxed); }
 void set_conv_onednn_enabled(bool on) { onednn_enabled().store(on, std::memory_order_relaxed); }
 
-bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
-  const ConvKey k = key_of(s, Pass::Forward, bias != nullptr);
+bool conv2d_forward_onednn(float* out, const void* x, const float* w, const float* bias, const ConvShape& s,
+                           bool bf16) {
+  const ConvKey k = key_of(s, Pass::Forward, bias != nullptr, bf16);
+  const dt in = bf16 ? dt::bf16 : dt::f32;
   return with_conv(k, [&](const Conv& c) {
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
+        {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W, in), x)},
         {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
         {DNNL_ARG_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), out)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, user(dnnl::memory::desc({s.OC}, dt::f32, tag::x), bias));
@@ -183,24 +196,26 @@ bool conv2d_forward_onednn(float* out, const float* x, const float* w, const flo
   });
 }
 
-bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ConvShape& s) {
-  const ConvKey k = key_of(s, Pass::BackwardData, false);
+bool conv2d_backward_data_onednn(float* dx, const void* dout, const float* w, const ConvShape& s, bool bf16) {
+  const ConvKey k = key_of(s, Pass::BackwardData, false, bf16);
+  const dt in = bf16 ? dt::bf16 : dt::f32;
   return with_conv(k, [&](const Conv& c) {
-    onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+    onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo(), in), dout)},
                              {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
                              {DNNL_ARG_DIFF_SRC, user(activations(s.B, s.IC, s.H, s.W), dx)}});
   });
 }
 
-bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ConvShape& s) {
-  const ConvKey k = key_of(s, Pass::BackwardWeights, false);
+bool conv2d_backward_weights_onednn(float* dw, const void* dout, const void* x, const ConvShape& s, bool bf16) {
+  const ConvKey k = key_of(s, Pass::BackwardWeights, false, bf16);
+  const dt in = bf16 ? dt::bf16 : dt::f32;
   const int64_t n = s.OC * s.filter();
   float* g = nullptr;  // diff weights in ohwi
   const bool ok = with_conv(k, [&](const Conv& c) {
     g = thread_buffer(1, size_t(n));
     float* gp = c.reorder ? thread_buffer(0, c.wei.get_size() / sizeof(float)) : g;
-    onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
-                             {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+    onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W, in), x)},
+                             {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo(), in), dout)},
                              {DNNL_ARG_DIFF_WEIGHTS, user(c.wei, gp)}});
     if (c.reorder)
       onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(c.wei, gp)}, {DNNL_ARG_TO, user(weights(k, tag::ohwi), g)}});

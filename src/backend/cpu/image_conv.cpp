@@ -13,6 +13,11 @@
 // element back to its input pixel, threads owning disjoint input channels; dbias is summed here
 // for both paths in fixed chunks of rows. So out, dx and dbias have the same bits for any thread
 // count; dw (a sum over pixels, oneDNN's threaded sgemm) is the same run to run at one count.
+// Mixed precision (Precision::Bf16, floats): x and dout are rounded to bf16 here (once per call,
+// shared by both backward products) for oneDNN's bf16 primitives; where those do not run, the
+// operands rounded to bf16 and held in f32 (exactly: a bf16 is an f32 with a short mantissa)
+// feed the f32 path, whose products of them are exact, so the two differ only in the order of
+// their f32 sums.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +26,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/image_ops.h"
+#include "genperf/dtype.h"
 #include "genperf/runtime.h"
 
 namespace genperf::cpu {
@@ -49,6 +55,32 @@ F* col_buffer(size_t n) {
     buf.resize(n);
   }
   return buf.data();
+}
+
+// The calling thread's buffers (by slot) of operands rounded to bf16, as bf16 or as f32; kept
+// between calls and only grown, as col_buffer.
+template <typename T>
+T* rounded_buffer(int slot, size_t n) {
+  thread_local std::vector<T> buf[3];
+  std::vector<T>& b = buf[slot];
+  if (b.size() < n) {
+    b.clear();
+    b.resize(n);
+  }
+  return b.data();
+}
+// src[rows, cols] rounded to bf16 (the level's conversion, round to nearest even), in slot.
+const uint16_t* to_bf16(int slot, const float* src, int64_t rows, int64_t cols) {
+  uint16_t* dst = rounded_buffer<uint16_t>(slot, size_t(rows * cols));
+  round_to_bf16(src, cols, rows, cols, dst);
+  return dst;
+}
+// src[n] rounded to bf16 and held in f32 (dtype.h's f32_to_bf16: round to nearest even), in slot.
+const float* rounded_f32(int slot, const float* src, int64_t n) {
+  float* dst = rounded_buffer<float>(slot, size_t(n));
+#pragma omp parallel for num_threads(n >= (1 << 16) ? num_threads() : 1) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
+  return dst;
 }
 
 // col[i, (ky, kx, c)] for the output pixels q0 .. q0 + n of the batch (pixel q of image q / P,
@@ -150,9 +182,17 @@ void add_column_sums(F* dbias, const F* dout, int64_t rows, int64_t OC) {
 }  // namespace
 
 template <typename F>
-void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s,
+                    [[maybe_unused]] Precision precision) {
   if constexpr (std::is_same_v<F, float>) {
-    if (conv_onednn_enabled() && conv2d_forward_onednn(out, x, w, bias, s)) return;
+    if (precision == Precision::Bf16) {
+      if (conv_onednn_enabled() &&
+          conv2d_forward_onednn(out, to_bf16(0, x, s.B * s.H * s.W, s.IC), w, bias, s, true))
+        return;
+      x = rounded_f32(0, x, s.B * s.H * s.W * s.IC);
+      w = rounded_f32(1, w, s.OC * s.filter());
+    }
+    if (conv_onednn_enabled() && conv2d_forward_onednn(out, x, w, bias, s, false)) return;
   }
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (pointwise(s)) {
@@ -170,13 +210,25 @@ void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvSha
 }
 
 template <typename F>
-void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w, const ConvShape& s) {
+void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w, const ConvShape& s,
+                     [[maybe_unused]] Precision precision) {
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
-  if (dbias) add_column_sums(dbias, dout, rows, s.OC);
+  if (dbias) add_column_sums(dbias, dout, rows, s.OC);  // of the f32 dout in either precision
   if constexpr (std::is_same_v<F, float>) {
+    if (precision == Precision::Bf16) {
+      if (conv_onednn_enabled() && (dx || dw)) {
+        const uint16_t* g = to_bf16(1, dout, rows, s.OC);
+        if (dx && conv2d_backward_data_onednn(dx, g, w, s, true)) dx = nullptr;
+        if (dw && conv2d_backward_weights_onednn(dw, g, to_bf16(0, x, s.B * s.H * s.W, s.IC), s, true)) dw = nullptr;
+      }
+      if (!dx && !dw) return;
+      dout = rounded_f32(2, dout, rows * s.OC);
+      if (dw) x = rounded_f32(0, x, s.B * s.H * s.W * s.IC);
+      if (dx) w = rounded_f32(1, w, s.OC * KK);
+    }
     if (conv_onednn_enabled()) {
-      if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
-      if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
+      if (dx && conv2d_backward_data_onednn(dx, dout, w, s, false)) dx = nullptr;
+      if (dw && conv2d_backward_weights_onednn(dw, dout, x, s, false)) dw = nullptr;
     }
   }
   if (!dx && !dw) return;
@@ -202,11 +254,12 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   }
 }
 
-template void conv2d_forward<float>(float*, const float*, const float*, const float*, const ConvShape&);
-template void conv2d_forward<double>(double*, const double*, const double*, const double*, const ConvShape&);
+template void conv2d_forward<float>(float*, const float*, const float*, const float*, const ConvShape&, Precision);
+template void conv2d_forward<double>(double*, const double*, const double*, const double*, const ConvShape&,
+                                     Precision);
 template void conv2d_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                     const ConvShape&);
+                                     const ConvShape&, Precision);
 template void conv2d_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      const ConvShape&);
+                                      const ConvShape&, Precision);
 
 }  // namespace genperf::cpu

@@ -10,10 +10,11 @@
 namespace genperf::cpu {
 
 template <typename F>
-void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ops::ConvShape& s);
+void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ops::ConvShape& s,
+                    Precision precision);
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
-                     const ops::ConvShape& s);
+                     const ops::ConvShape& s, Precision precision);
 // The float convolution on oneDNN's primitives (conv_onednn.cpp), which conv2d_* call first:
 // forward out = (with bias when not null), backward dx = and dw +=. Each returns false where
 // oneDNN offers only its reference implementation or fails for the shape; the caller then runs
@@ -22,9 +23,12 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
 // GENPERF_CONV=im2col at the first call; tests set it to check the im2col path of floats too.
 bool conv_onednn_enabled();
 void set_conv_onednn_enabled(bool on);
-bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
-bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
-bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
+// x and dout are f32 (bf16 false) or bf16 already rounded (bf16 true: uint16_t, the bf16
+// primitives, which take w in f32 and round it in their weights reorder); out, dx and dw f32.
+bool conv2d_forward_onednn(float* out, const void* x, const float* w, const float* bias, const ops::ConvShape& s,
+                           bool bf16);
+bool conv2d_backward_data_onednn(float* dx, const void* dout, const float* w, const ops::ConvShape& s, bool bf16);
+bool conv2d_backward_weights_onednn(float* dw, const void* dout, const void* x, const ops::ConvShape& s, bool bf16);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
