@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "genperf/json.h"
+#include "genperf/ops_train.h"
 #include "genperf/tensor.h"
 
 namespace genperf::sr {
@@ -116,8 +117,17 @@ class UNet {
   // Moves weights and gradients into buffers of weights().size() values the caller provides
   // (copying nothing; an undefined tensor keeps that buffer). UNet<float> only.
   void adopt_buffers(Tensor weights, Tensor grads);
+  // Mixed precision (genperf/ops_train.h): Bf16 runs the convolutions (forward, backward data
+  // and backward weights) and the linear layers (time MLP, time-embedding projections, attention
+  // qkv and proj) on operands rounded to bf16 with f32 accumulation and f32 results; weights,
+  // gradients, group norm, SiLU, attention's softmax tiles and every other op stay f32. What
+  // runs is effective_precision(requested): F32 where the CPU lacks AVX512-BF16 or the ISA level
+  // is below AVX-512. UNet<double> (the float64 reference) always runs F32. Default F32.
+  void set_precision(Precision requested);
+  Precision precision() const;  // the precision that runs
   double last_forward_flops() const;  // matmul, convolution and attention FLOPs of the last forward
-  size_t activation_bytes() const;    // activations, their gradients and saved statistics held
+  // Activations, their gradients, saved statistics and the linear layers' bf16 operands held.
+  size_t activation_bytes() const;
 
  private:
   struct Impl;

@@ -1,7 +1,8 @@
 // The SR UNet and its diffusion (genperf/unet.h, genperf/diffusion.h): the config's checks and
 // JSON round trip, the parameters the architecture declares, whole-network gradients against
 // float64 finite differences, float against double, the schedules, the DDIM update's algebra,
-// sampling that does not depend on the thread count, and the model files.
+// sampling that does not depend on the thread count, the model files, and mixed precision (bf16
+// against f32, its thread independence, and its fall-back to f32).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,6 +159,105 @@ TEST(UNet, FloatAgreesWithDouble) {
   for (int64_t i = 0; i < n; ++i) num += (yf[i] - yd[i]) * (yf[i] - yd[i]), den += yd[i] * yd[i];
   EXPECT_LT(std::sqrt(num / den), 1e-5);
   EXPECT_GT(f.last_forward_flops(), 0);
+}
+
+// Mixed precision where it runs (AVX512-BF16 at the AVX-512 level): the bf16 forward close to
+// the f32 one (relative error about 1e-2) but not equal (bf16 ran), the same bits for 1 and 2
+// threads, and so a DDIM (eta 0) sample the same at any thread count.
+TEST(UNet, Bf16ForwardCloseToF32AndThreadFree) {
+  if (effective_precision(Precision::Bf16) != Precision::Bf16)
+    GTEST_SKIP() << "bf16 does not run here (no AVX512-BF16 at the AVX-512 level)";
+  Rng rng(seed_of(37, "UNet.Bf16ForwardCloseToF32AndThreadFree"));
+  UNet<float> net(tiny());
+  net.init(9, false);
+  const int64_t B = 2, H = 8, W = 8, n = B * H * W;
+  const std::vector<float> x = randn<float>(size_t(2 * n), rng), t = {3, 41};
+  const float* y = net.forward(x.data(), t.data(), B, H, W, false);
+  const std::vector<float> f32(y, y + n);
+  net.set_precision(Precision::Bf16);
+  ASSERT_EQ(net.precision(), Precision::Bf16);
+  const int saved = num_threads();
+  std::vector<std::vector<float>> bf16;
+  for (int nt : {1, 2}) {
+    set_num_threads(nt);
+    y = net.forward(x.data(), t.data(), B, H, W, false);
+    bf16.emplace_back(y, y + n);
+  }
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i)
+    num += std::pow(double(bf16[0][size_t(i)]) - f32[size_t(i)], 2), den += std::pow(double(f32[size_t(i)]), 2);
+  std::printf("bf16 against f32: relative error %.3g\n", std::sqrt(num / den));
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
+  EXPECT_GT(std::sqrt(num / den), 1e-5) << "bf16 did not run";
+  EXPECT_EQ(bf16[0], bf16[1]) << "the bf16 forward depends on the thread count";
+  const Schedule s = Schedule::of(net.config());
+  const std::vector<float> cond = randn<float>(size_t(n), rng);
+  const std::vector<uint64_t> seeds = {5, 6};
+  std::vector<std::vector<float>> samples;
+  for (int nt : {1, 2}) {
+    set_num_threads(nt);
+    std::vector<float> out(static_cast<size_t>(n));
+    SamplerOptions o;
+    o.sampler = "ddim", o.steps = 3;
+    sample(net, s, cond.data(), out.data(), B, H, W, o, seeds);
+    samples.push_back(out);
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(samples[0], samples[1]) << "a bf16 DDIM sample depends on the thread count";
+}
+
+// One training step's loss and gradients in bf16 against f32 (same weights, noise and batch).
+TEST(UNet, Bf16TrainingStepCloseToF32) {
+  if (effective_precision(Precision::Bf16) != Precision::Bf16)
+    GTEST_SKIP() << "bf16 does not run here (no AVX512-BF16 at the AVX-512 level)";
+  Rng data(seed_of(38, "UNet.Bf16TrainingStepCloseToF32"));
+  UNet<float> net(tiny());
+  net.init(13, false);
+  const Schedule s = Schedule::of(net.config());
+  const int64_t B = 2, H = 8, W = 8, n = B * H * W;
+  const std::vector<float> cond = randn<float>(size_t(n), data), x0 = randn<float>(size_t(n), data);
+  std::vector<double> loss;
+  std::vector<std::vector<float>> grads;
+  for (Precision p : {Precision::F32, Precision::Bf16}) {
+    net.set_precision(p);
+    net.zero_grad();
+    Rng r(7);
+    loss.push_back(diffusion_loss(net, s, cond.data(), x0.data(), B, H, W, r));
+    grads.emplace_back(net.grads().begin(), net.grads().end());
+  }
+  double num = 0, den = 0;
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    num += std::pow(double(grads[1][i]) - grads[0][i], 2), den += std::pow(double(grads[0][i]), 2);
+  std::printf("loss f32 %.6f bf16 %.6f, gradient relative error %.3g\n", loss[0], loss[1], std::sqrt(num / den));
+  EXPECT_NEAR(loss[1], loss[0], 1e-2 * loss[0]);
+  EXPECT_NE(loss[1], loss[0]) << "bf16 did not run";
+  EXPECT_LT(std::sqrt(num / den), 5e-2);
+}
+
+// Below AVX-512 (GENPERF_ISA=avx2, here set_isa) or without AVX512-BF16, bf16 falls back to f32
+// and says so: the same bits as f32. The float64 network ignores the precision.
+TEST(UNet, Bf16FallsBackToF32BelowAvx512) {
+  Rng rng(seed_of(39, "UNet.Bf16FallsBackToF32BelowAvx512"));
+  const Isa saved = isa();
+  set_isa(Isa::Avx2);
+  UNet<float> net(tiny());
+  net.init(9, false);
+  const int64_t B = 1, H = 8, W = 8, n = B * H * W;
+  const std::vector<float> x = randn<float>(size_t(2 * n), rng), t = {17};
+  const float* y = net.forward(x.data(), t.data(), B, H, W, false);
+  const std::vector<float> f32(y, y + n);
+  net.set_precision(Precision::Bf16);
+  const Precision ran = net.precision();
+  y = net.forward(x.data(), t.data(), B, H, W, false);
+  const std::vector<float> fallback(y, y + n);
+  set_isa(saved);
+  EXPECT_EQ(ran, Precision::F32);
+  EXPECT_EQ(fallback, f32);
+  UNet<double> d(tiny());
+  d.set_precision(Precision::Bf16);
+  EXPECT_EQ(d.precision(), Precision::F32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::Bf16);
+  EXPECT_THROW(parse_precision("fp16"), Error);
 }
 
 TEST(Diffusion, Schedules) {

@@ -75,6 +75,11 @@ struct UNet<F>::Impl {
   bool dry = false, train = false;
   double flops = 0;
   const Device dev = Device::CPU;
+  // Mixed precision: what runs (set_precision), and the bf16 operands of the linear layers
+  // (grown to the largest layer, shared by all).
+  Precision precision = Precision::F32;
+  std::vector<uint16_t> bf16_inp, bf16_dout, bf16_w;
+  ops::Bf16Scratch bf16_scratch;
 
   // ---- bookkeeping -------------------------------------------------------------------------
 
@@ -138,6 +143,18 @@ struct UNet<F>::Impl {
     });
   }
 
+  // The bf16 scratch of an [N, IC] x [OC, IC] linear layer, or null in f32. Buffers only grow,
+  // so the spans taken when a layer's backward runs hold its forward's sizes.
+  const ops::Bf16Scratch* linear_bf16(int64_t N, int64_t IC, int64_t OC) {
+    if (precision != Precision::Bf16) return nullptr;
+    auto grow = [](std::vector<uint16_t>& v, int64_t n) {
+      if (v.size() < size_t(n)) v.resize(size_t(n));
+    };
+    grow(bf16_inp, N * IC), grow(bf16_dout, N * OC), grow(bf16_w, OC * IC);
+    bf16_scratch = {bf16_inp, bf16_dout, bf16_w};
+    return &bf16_scratch;
+  }
+
   // ---- layers ------------------------------------------------------------------------------
 
   Act& conv(Act& x, const std::string& name, int64_t OC, int64_t K, int64_t stride, bool zero_out = false) {
@@ -146,10 +163,12 @@ struct UNet<F>::Impl {
     const Param b = param(name + ".bias", {OC}, zero_out ? Init::ZeroOut : Init::Bias, s.filter());
     Act& y = act(x.B, s.Ho(), s.Wo(), OC);
     if (dry) return y;
-    ops::conv2d_forward(y.v.data(), x.v.data(), wt.w, b.w, s, dev);
+    ops::conv2d_forward(y.v.data(), x.v.data(), wt.w, b.w, s, precision, dev);
     flops += 2.0 * double(y.rows()) * double(OC) * double(s.filter());
     record([this, &x, &y, wt, b, s] {
-      grad_into(x, [&](F* dx) { ops::conv2d_backward(dx, wt.g, b.g, y.g.data(), x.v.data(), wt.w, s, dev); });
+      grad_into(x, [&](F* dx) {
+        ops::conv2d_backward(dx, wt.g, b.g, y.g.data(), x.v.data(), wt.w, s, precision, dev);
+      });
     });
     return y;
   }
@@ -160,11 +179,11 @@ struct UNet<F>::Impl {
     const Param b = param(name + ".bias", {OC}, zero_out ? Init::ZeroOut : Init::Bias, IC);
     Act& y = act(x.B, x.H, x.W, OC);
     if (dry) return y;
-    ops::matmul_forward(y.v.data(), x.v.data(), wt.w, b.w, N, IC, OC, nullptr, dev);
+    ops::matmul_forward(y.v.data(), x.v.data(), wt.w, b.w, N, IC, OC, linear_bf16(N, IC, OC), dev);
     flops += 2.0 * double(N) * double(IC) * double(OC);
     record([this, &x, &y, wt, b, N, IC, OC] {
       grad_into(x, [&](F* dx) {
-        ops::matmul_backward(dx, wt.g, b.g, y.g.data(), x.v.data(), wt.w, N, IC, OC, nullptr, dev);
+        ops::matmul_backward(dx, wt.g, b.g, y.g.data(), x.v.data(), wt.w, N, IC, OC, linear_bf16(N, IC, OC), dev);
       });
     });
     return y;
@@ -486,6 +505,16 @@ void UNet<F>::adopt_buffers(Tensor weights, Tensor grads) {
 }
 
 template <typename F>
+void UNet<F>::set_precision(Precision requested) {
+  impl_->precision = std::is_same_v<F, float> ? effective_precision(requested) : Precision::F32;
+}
+
+template <typename F>
+Precision UNet<F>::precision() const {
+  return impl_->precision;
+}
+
+template <typename F>
 double UNet<F>::last_forward_flops() const {
   return impl_->flops;
 }
@@ -495,7 +524,8 @@ size_t UNet<F>::activation_bytes() const {
   size_t n = impl_->scratch.capacity();
   for (const auto& a : impl_->acts)
     n += a.v.capacity() + a.g.capacity() + a.stat1.capacity() + a.stat2.capacity();
-  return n * sizeof(F);
+  const size_t bf16 = impl_->bf16_inp.capacity() + impl_->bf16_dout.capacity() + impl_->bf16_w.capacity();
+  return n * sizeof(F) + bf16 * sizeof(uint16_t);
 }
 
 template class UNet<float>;
