@@ -16,6 +16,7 @@ struct SRBenchOptions {
   uint64_t seed = 1;
   int64_t grad_accum = 0;  // micro-batches per step across the ranks; 0: one per rank
   DistOptions dist;        // ranks and sharding (genperf/dist.h)
+  Precision precision = Precision::F32;  // requested; effective_precision runs (UNet::set_precision)
 };
 
 struct SRBenchResult {
@@ -23,6 +24,7 @@ struct SRBenchResult {
   size_t parameters = 0;
   int ranks = 1;
   std::string shard = "none";
+  Precision precision = Precision::F32, precision_requested = Precision::F32;  // what ran, and what was asked
   Stats train_step;     // zero grads, forward, backward, gradient reduction, clip, AdamW, EMA: seconds
   Stats sample_step;    // one sampler step (a forward without saving activations): seconds
   double forward_flops = 0;  // of one forward on the batch

@@ -33,6 +33,10 @@ struct SRTrainOptions {
   // on any rank count. The EMA is sharded with the optimizer state.
   int64_t grad_accum = 1;
   DistOptions dist;
+  // Requested compute precision of the network (UNet::set_precision: effective_precision runs,
+  // bf16 operands of convolutions and linear layers, f32 master weights and optimizer state).
+  // Training, validation and resume run in it; a state written in another precision is refused.
+  Precision precision = Precision::F32;
 };
 
 // One rank's part of SR training: the network, data parallel over the ranks, AdamW over this
@@ -54,6 +58,7 @@ class SRTraining {
   std::vector<float> ema();                      // whole, on every rank (collective)
   std::vector<float> weights();                  // whole, on every rank (collective)
   double last_flops() const { return flops_; }   // forward and backward FLOPs of this rank's last step
+  Precision precision() const { return net_.precision(); }  // the precision that runs
 
  private:
   SRTrainOptions o_;
@@ -79,7 +84,8 @@ struct SRTrainLog {
 // save and at the end), out_dir/state.safetensors holds the weights, Adam's moments, the EMA and
 // the step, out_dir/log.jsonl a line per log. config.residual_std is measured on the training
 // maps. resume continues from out_dir's state to o.steps, with the same results as a run
-// without the interruption; a state of another config or seed is refused.
+// without the interruption; a state of another config, seed or precision (the one that ran,
+// in the state's metadata and each log line) is refused.
 void train_sr(UNetConfig config, const std::vector<Map>& train, const std::vector<Map>& val,
               const SRTrainOptions& o, const std::string& out_dir, bool resume,
               const std::function<void(const SRTrainLog&)>& on_log = {});

@@ -14,6 +14,8 @@ Json SRBenchResult::to_json() const {
   return Json::Object{{"batch", batch},
                       {"size", size},
                       {"parameters", int64_t(parameters)},
+                      {"precision", precision_name(precision)},
+                      {"precision_requested", precision_name(precision_requested)},
                       {"train_step_seconds", train_step.to_json()},
                       {"sample_step_seconds", sample_step.to_json()},
                       {"forward_flops", forward_flops},
@@ -58,11 +60,13 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
   Communicator& comm = o.dist.comm ? *o.dist.comm : world();
   to.dist.comm = &comm;
   to.grad_accum = o.grad_accum > 0 ? o.grad_accum : comm.size();
+  to.precision = o.precision;
   SRTraining t(c, o.seed, false, to);  // every layer live, as after some training
   DataParallel& dp = t.dp();
   SRBenchResult r;
   r.batch = o.batch, r.size = o.size, r.parameters = t.net().weights().size();
   r.ranks = comm.size(), r.shard = shard_mode_name(o.dist.shard);
+  r.precision = t.precision(), r.precision_requested = o.precision;
   int64_t k = 0;
   r.train_step = measure(
       [&] {
@@ -77,6 +81,7 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
   r.comm_wait_s = dp.step_comm_wait_s();
   // The sampler's step: a forward of the EMA weights on the whole batch (on every rank).
   UNet<float> ema(c);
+  ema.set_precision(o.precision);
   const std::vector<float> w = t.ema();
   std::copy(w.begin(), w.end(), ema.weights().begin());
   std::vector<float> input(static_cast<size_t>(2 * n)), ts(static_cast<size_t>(o.batch), 500.f);

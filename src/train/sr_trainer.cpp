@@ -116,6 +116,7 @@ SRTraining::SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const 
   GP_CHECK(o.grad_accum >= 1 && o.batch % o.grad_accum == 0, "[sr train] --grad-accum ", o.grad_accum,
            " does not divide the batch of ", o.batch, " crops");
   net_.init(seed, zero_out);
+  net_.set_precision(o.precision);
   auto view = std::make_unique<UNetDist>(net_);
   view->set_decay(o.weight_decay > 0);
   view_ = std::move(view);
@@ -194,6 +195,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   SRTraining t(c, o.seed, true, oo);
   DataParallel& dp = t.dp();
   const size_t n = t.net().weights().size();
+  const char* precision = precision_name(t.precision());
   int64_t step = 0;
   if (resuming) {
     DistState st(state_path);
@@ -201,6 +203,16 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
     const auto key = md.find("genperf.sr.options");
     GP_CHECK(key != md.end() && key->second == options_key(c, o), "[sr train] ", state_path,
              ": written by a run of another config or options; resume with the same ones");
+    // Bit-exact resume holds within one precision (states written before the precision was
+    // recorded ran in f32).
+    const auto prec = md.find("genperf.sr.precision");
+    const std::string was = prec == md.end() ? "f32" : prec->second;
+    GP_CHECK(was == precision, "[sr train] ", state_path, ": written by a run computing in ", was,
+             ", and this one would compute in ", precision, " (requested ", precision_name(o.precision),
+             o.precision == Precision::Bf16 && t.precision() != Precision::Bf16
+                 ? "; bf16 needs AVX512-BF16 at the AVX-512 level, which this CPU or GENPERF_ISA lacks"
+                 : "",
+             "); resume with --precision ", was, " on a machine that runs it");
     const auto at = md.find("genperf.sr.step");
     GP_CHECK(at != md.end(), "[sr train] ", state_path, ": no step in its metadata");
     step = std::stoll(at->second);
@@ -230,6 +242,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   // The EMA model, whole on every rank (a collective), for validation and the saved model.
   auto ema_net = [&] {
     UNet<float> e(c);
+    e.set_precision(o.precision);
     const std::vector<float> w = t.ema();
     std::copy(w.begin(), w.end(), e.weights().begin());
     return e;
@@ -241,7 +254,8 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
     save_dist_state(dp, state_path, step,
                     {{"weights", dp.param_shard()}, {"ema", t.ema_shard()}, {"adam.m", t.optimizer().first_moment()},
                      {"adam.v", t.optimizer().second_moment()}},
-                    {{"genperf.sr.step", std::to_string(step)}, {"genperf.sr.options", options_key(c, o)}});
+                    {{"genperf.sr.step", std::to_string(step)}, {"genperf.sr.options", options_key(c, o)},
+                     {"genperf.sr.precision", precision}});
   };
   // Fixed validation batches, split across the ranks (each batch's loss is the same on any).
   auto val_loss = [&]() -> double {
@@ -282,7 +296,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
       l.val_loss = val_loss();
       Json j = Json::Object{};
       j["step"] = step, j["loss"] = l.loss, j["val_loss"] = l.val_loss, j["lr"] = l.lr;
-      j["grad_norm"] = l.grad_norm, j["images_per_s"] = l.images_per_s;
+      j["grad_norm"] = l.grad_norm, j["images_per_s"] = l.images_per_s, j["precision"] = precision;
       if (lead) log << j.dump() << "\n" << std::flush;
       if (on_log) on_log(l);
       loss_sum = flops = 0, logged = step;

@@ -148,6 +148,8 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
   EXPECT_EQ(j.at("tile").as_int(), 64);
   EXPECT_EQ(j.at("blur").as_number(), -1);
   EXPECT_EQ(j.at("noise").as_number(), 0);
+  EXPECT_EQ(j.at("precision").as_string(), "f32");  // the default
+  EXPECT_EQ(j.at("precision_requested").as_string(), "f32");
   EXPECT_NE(j.at("provenance").at("command").as_string().find("sr eval"), std::string::npos);
   EXPECT_FALSE(j.at("provenance").at("cpu").as_string().empty());
   const Json::Array& maps = j.at("maps").as_array();
@@ -179,6 +181,23 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
   for (const auto& e : fs::directory_iterator(std::string(tmp / ""))) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"eval.json", "stderr.txt"}));  // no temporary left
+}
+
+// --precision bf16 below AVX-512 (GENPERF_ISA=avx2): bench sr runs f32 and says so, in its record
+// (precision, precision_requested) and on its text output; an unknown precision is an error.
+TEST(SrCli, BenchSrReportsThePrecisionThatRan) {
+  TempDir tmp("srcli-bench");
+  const std::string args = genperf::testing::kGenperf + " bench sr --batch 2 --size 16 --reps 1 --no-peaks --threads 2";
+  std::string out;
+  ASSERT_EQ(run_command("GENPERF_ISA=avx2 " + args + " --precision bf16 --json 2>" + (tmp / "err.txt"), &out), 0)
+      << genperf::testing::read_bytes(tmp / "err.txt");
+  const Json j = Json::parse(out, "stdout");
+  EXPECT_EQ(j.at("precision").as_string(), "f32");
+  EXPECT_EQ(j.at("precision_requested").as_string(), "bf16");
+  ASSERT_EQ(run_command("GENPERF_ISA=avx2 " + args + " --precision bf16 2>" + (tmp / "err.txt"), &out), 0);
+  EXPECT_NE(out.find("precision  f32 (bf16 requested"), std::string::npos) << out;
+  EXPECT_NE(run_command(args + " --precision fp16 2>" + (tmp / "err.txt"), &out), 0);
+  EXPECT_NE(genperf::testing::read_bytes(tmp / "err.txt").find("unknown precision 'fp16'"), std::string::npos);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The SR trainer (genperf/sr_train.h): the loss falls on synthetic dust fields, the run directory
 // holds a loadable model, and a run interrupted and resumed ends with the same bits as one that
-// was not; a state of other options is refused.
+// was not; a state of other options or of another precision is refused.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
 #include "genperf/diffusion.h"
 #include "genperf/error.h"
 #include "genperf/fileio.h"
+#include "genperf/json.h"
 #include "genperf/sr_train.h"
 
 using namespace genperf;
@@ -59,6 +60,38 @@ TEST(SrTrainer, ResumesBitExactly) {
   SRTrainOptions other = o;
   other.lr = 1e-3f;
   EXPECT_THROW(train_sr(small(), train, val, other, tmp / "cut", true), Error);
+  // Each log line says the precision that ran.
+  const std::string log = read_text_file(tmp / "full/log.jsonl");
+  const std::string first = log.substr(0, log.find('\n'));
+  EXPECT_EQ(Json::parse(first, "log.jsonl").at("precision").as_string(), "f32") << first;
+}
+
+// Mixed precision where it runs: a bf16 run resumed in bf16 ends with the bits of the
+// uninterrupted bf16 run; resuming it in f32 is refused (bit-exact resume holds within one
+// precision), as is resuming an f32 run in bf16.
+TEST(SrTrainer, Bf16ResumesInItsOwnPrecision) {
+  if (effective_precision(Precision::Bf16) != Precision::Bf16)
+    GTEST_SKIP() << "bf16 does not run here (no AVX512-BF16 at the AVX-512 level)";
+  genperf::testing::TempDir tmp("srtrainbf16");
+  SRTrainOptions o;
+  o.steps = 4, o.batch = 2, o.crop = 32, o.warmup = 1, o.log_every = 2, o.save_every = 100, o.seed = 3;
+  o.degradation.scale = 4;
+  o.precision = Precision::Bf16;
+  const std::vector<Map> train = fields(2, 1);
+  train_sr(small(), train, {}, o, tmp / "full", false);
+  SRTrainOptions cut = o;
+  cut.stop_at = 2;
+  train_sr(small(), train, {}, cut, tmp / "cut", false);
+  SRTrainOptions f32 = o;
+  f32.precision = Precision::F32;
+  EXPECT_THROW(train_sr(small(), train, {}, f32, tmp / "cut", true), Error);
+  train_sr(small(), train, {}, o, tmp / "cut", true);
+  EXPECT_EQ(genperf::testing::read_bytes(tmp / "full/state.safetensors"),
+            genperf::testing::read_bytes(tmp / "cut/state.safetensors"));
+  SRTrainOptions f32_cut = f32;
+  f32_cut.stop_at = 2;
+  train_sr(small(), train, {}, f32_cut, tmp / "f32", false);
+  EXPECT_THROW(train_sr(small(), train, {}, o, tmp / "f32", true), Error);
 }
 
 TEST(SrTrainer, RefusesBadInput) {

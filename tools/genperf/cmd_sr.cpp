@@ -48,6 +48,21 @@ const OptionSpec kEta{"eta", "DDIM's noise (0: deterministic)", "0"};
 const OptionSpec kTile{"tile", "tile side in output pixels", "128"};
 const OptionSpec kOverlap{"overlap", "fraction of a tile shared with each neighbour (0 .. 0.5)", "0.25"};
 const OptionSpec kBatch{"batch", "tiles per forward pass", "8"};
+const OptionSpec kPrecision{"precision",
+                            "compute precision: f32, or bf16 (conv and linear operands in bf16, f32 accumulation and "
+                            "weights; falls back to f32 without AVX512-BF16 at the AVX-512 level)",
+                            "f32"};
+
+// The network's precision from --precision (what runs: effective_precision), said on stderr when
+// bf16 was asked and f32 runs.
+Precision set_precision(const Args& a, sr::UNet<float>& net, const char* verb) {
+  const Precision requested = parse_precision(a.str("precision"));
+  net.set_precision(requested);
+  if (net.precision() != requested)
+    std::fprintf(stderr, "%s: --precision %s falls back to %s (this CPU or GENPERF_ISA lacks AVX512-BF16 at the "
+                 "AVX-512 level)\n", verb, precision_name(requested), precision_name(net.precision()));
+  return net.precision();
+}
 
 sr::UpscaleOptions upscale_options(const Args& a) {
   sr::UpscaleOptions o;
@@ -88,7 +103,7 @@ int cmd_sr_train(int argc, char** argv) {
           {"blur", "degradation blur sigma in output pixels (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise, a fraction of the input's standard deviation", "0"},
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -107,6 +122,10 @@ int cmd_sr_train(int argc, char** argv) {
   o.dist = dist_options(a);
   o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : world().size();
   if (a.has("stop-at")) o.stop_at = a.integer("stop-at");
+  o.precision = parse_precision(a.str("precision"));
+  if (world().rank() == 0 && effective_precision(o.precision) != o.precision)
+    std::fprintf(stderr, "sr train: --precision %s falls back to %s (this CPU or GENPERF_ISA lacks AVX512-BF16 at the "
+                 "AVX-512 level)\n", precision_name(o.precision), precision_name(effective_precision(o.precision)));
   const std::vector<sr::Map> train = maps_only(a.str("data"));
   const std::vector<sr::Map> val = a.has("val-data") ? maps_only(a.str("val-data")) : std::vector<sr::Map>{};
   const bool json = a.flag("json");
@@ -142,7 +161,7 @@ int cmd_sr_upscale(int argc, char** argv) {
           {"scale", "the factor expected of the model (an error if it was trained for another)", "", false, true},
           kSteps, kSampler, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
           {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch,
-          {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kThreads},
+          {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kPrecision, kThreads},
          argc, argv, 3 + int(pos.size()));
   if (run_help(a)) return 0;
   apply_common(a);
@@ -153,6 +172,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   GP_CHECK(!a.has("preview") || a.str("preview").ends_with(".png"), "sr upscale: ", a.str("preview"),
            ": the preview must be a .png file");
   sr::UNet<float> net = sr::load_sr_model(a.str("model"));
+  const Precision precision = set_precision(a, net, "sr upscale");
   const int64_t s = net.config().scale;
   if (a.has("scale"))
     GP_CHECK(a.integer("scale") == s, "sr upscale: --scale ", a.integer("scale"), ", but the model ", a.str("model"),
@@ -180,11 +200,12 @@ int cmd_sr_upscale(int argc, char** argv) {
   prov.history.push_back("genperf sr upscale: " + g_command);
   prov.keywords = {{"GPMODEL", a.str("model")}, {"GPSCALE", std::to_string(s)},
                    {"GPSAMPLR", o.sampler.sampler}, {"GPSTEPS", std::to_string(o.sampler.steps)},
-                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}};
+                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)},
+                   {"GPPREC", precision_name(precision)}};
   write_fits(out, hdus, prov);
-  std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
+  std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP, %s\n", out.c_str(),
               (long long)lr.w, (long long)lr.h, (long long)up.mean.w, (long long)up.mean.h, (long long)up.tiles,
-              (long long)o.samples, (long long)o.sampler.steps, up.flops / 1e9);
+              (long long)o.samples, (long long)o.sampler.steps, up.flops / 1e9, precision_name(precision));
   if (a.has("preview")) {
     // FITS row 1 is the bottom of the image (as ds9 shows it); a PNG starts at the top.
     std::vector<double> flipped(up.mean.v.size());
@@ -213,13 +234,15 @@ int cmd_sr_eval(int argc, char** argv) {
          {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
           kSteps, kSampler, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
           kOverlap, kBatch, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
-          {"noise", "degradation noise", "0"}, kOut, kThreads, kJson},
+          {"noise", "degradation noise", "0"}, kPrecision, kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
   check_record_path(a);
   Checkpoint files;
   sr::UNet<float> net = sr::load_sr_model(a.str("model"), &files);
+  const Precision requested = parse_precision(a.str("precision"));
+  const Precision precision = set_precision(a, net, "sr eval");
   sr::Degradation d;
   d.scale = net.config().scale, d.blur_sigma = a.number("blur"), d.noise = a.number("noise");
   const auto maps = sr::read_maps(a.str("data"));
@@ -244,6 +267,8 @@ int cmd_sr_eval(int argc, char** argv) {
                              {"tile", o.tile},
                              {"overlap", o.overlap},
                              {"batch", o.batch},
+                             {"precision", precision_name(precision)},
+                             {"precision_requested", precision_name(requested)},
                              {"blur", d.blur_sigma},
                              {"noise", d.noise}};
   record = score_json(mean, std::move(record));
@@ -324,7 +349,7 @@ int cmd_bench_sr(int argc, char** argv) {
           {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           kOut,
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -337,14 +362,17 @@ int cmd_bench_sr(int argc, char** argv) {
   o.batch = a.integer("batch"), o.size = a.integer("size"), o.reps = int(a.integer("reps"));
   o.dist = dist_options(a);
   o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : 0;
+  o.precision = parse_precision(a.str("precision"));
   const sr::SRBenchResult r = sr::bench_sr(c, o);
   if (world().rank() != 0) return 0;  // rank 0 reports
   Json j = r.to_json();
   j["model"] = spec;
   j["config"] = sr::unet_config_json(c);
+  const bool bf16 = r.precision == Precision::Bf16;
   if (!a.flag("no-peaks")) {
-    const double peak = bench::measure_gemm_peak_gflops(DType::F32);
-    j["gemm_peak_gflops_f32"] = peak;
+    // MFU against the GEMM peak of the precision that ran (as bench train), measured here.
+    const double peak = bench::measure_gemm_peak_gflops(bf16 ? DType::BF16 : DType::F32);
+    j[bf16 ? "gemm_peak_gflops_bf16" : "gemm_peak_gflops_f32"] = peak;
     j["mfu_train"] = bench::against_floor(r.train_gflops, peak).fraction;
     j["mfu_sample"] = bench::against_floor(r.sample_gflops, peak).fraction;
   }
@@ -355,14 +383,18 @@ int cmd_bench_sr(int argc, char** argv) {
   }
   std::printf("model      %s (%.2fM parameters), batch %lld x %lld x %lld, %.2f GFLOP per forward\n", spec.c_str(),
               double(r.parameters) / 1e6, (long long)o.batch, (long long)o.size, (long long)o.size, r.forward_flops / 1e9);
+  std::printf("precision  %s%s\n", precision_name(r.precision),
+              r.precision == r.precision_requested
+                  ? ""
+                  : " (bf16 requested: this CPU or GENPERF_ISA lacks AVX512-BF16 at the AVX-512 level)");
   std::printf("train      %.3f s/step median (min %.3f, max %.3f)  %.1f images/s  %.1f GFLOP/s", r.train_step.median,
               r.train_step.min, r.train_step.max, r.train_images_per_s, r.train_gflops);
   if (const Json* m = j.find("mfu_train")) std::printf("  MFU %.0f%%", 100 * m->as_number());
   std::printf("\nsample     %.3f s/step median (min %.3f, max %.3f)  %.1f images/s per step  %.1f GFLOP/s",
               r.sample_step.median, r.sample_step.min, r.sample_step.max, r.sample_images_per_s, r.sample_gflops);
   if (const Json* m = j.find("mfu_sample"))
-    std::printf("  MFU %.0f%% of the measured f32 GEMM peak (%.0f GFLOP/s)", 100 * m->as_number(),
-                j.at("gemm_peak_gflops_f32").as_number());
+    std::printf("  MFU %.0f%% of the measured %s GEMM peak (%.0f GFLOP/s)", 100 * m->as_number(),
+                precision_name(r.precision), j.at(bf16 ? "gemm_peak_gflops_bf16" : "gemm_peak_gflops_f32").as_number());
   std::printf("\nmemory     weights+EMA %.1f MB | grads+optimizer %.1f MB | activations %.1f MB | peak RSS %.1f MB (per rank)\n",
               double(r.weights_bytes) / 1e6, double(r.optimizer_bytes) / 1e6, double(r.activation_bytes) / 1e6,
               double(r.peak_rss) / 1e6);
