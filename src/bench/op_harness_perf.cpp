@@ -32,7 +32,9 @@ struct PerfCase {
   bool compute;            // held to a GEMM peak (else to read bandwidth)
   GemmCompute type = GemmCompute::F32;
   ops::OpCost cost;
-  std::function<std::function<void()>()> setup;  // allocates inputs, returns the call to time
+  // Allocates inputs, returns the call to time; an empty call where the case does not run at the
+  // ISA level being timed (bf16 convolutions without AVX512-BF16 at the AVX-512 level).
+  std::function<std::function<void()>()> setup;
 };
 
 struct Dims {
@@ -185,28 +187,35 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                }});
 }
 
-// The SR UNet's convolutions: a 3 x 3 conv of C channels on an H x H image, forward and backward.
+// The SR UNet's convolutions: a 3 x 3 conv of C channels on an H x H image, forward and backward,
+// in f32 and in bf16 (mixed precision: bf16 operands, f32 accumulation), each held to the GEMM
+// peak of its compute type. The bf16 cases run only where bf16 runs (effective_precision).
 void add_conv(std::vector<PerfCase>& v, int64_t H, int64_t C) {
   ops::ConvShape s;
   s.B = 1, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1;
-  for (bool bwd : {false, true})
-    v.push_back({bwd ? "conv2d_backward" : "conv2d_forward",
-                 "unet " + std::to_string(H) + "x" + std::to_string(H) + " C=" + std::to_string(C) + " 3x3", true,
-                 GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
-                   Rng rng(13);
-                   const size_t nx = size_t(H * H * C), nw = size_t(C * s.filter());
-                   auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));
-                   auto w = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nw, 0.05)));
-                   auto g = std::make_shared<std::vector<float>>(nx, 0.01f);
-                   auto dx = std::make_shared<std::vector<float>>(nx), dw = std::make_shared<std::vector<float>>(nw);
-                   return std::function<void()>([=] {
-                     if (bwd)
-                       ops::conv2d_backward(dx->data(), dw->data(), static_cast<float*>(nullptr), g->data(), x->data(),
-                                            w->data(), s);
-                     else
-                       ops::conv2d_forward(g->data(), x->data(), w->data(), static_cast<const float*>(nullptr), s);
-                   });
-                 }});
+  for (Precision p : {Precision::F32, Precision::Bf16}) {
+    for (bool bwd : {false, true})
+      v.push_back({bwd ? "conv2d_backward" : "conv2d_forward",
+                   "unet " + std::to_string(H) + "x" + std::to_string(H) + " C=" + std::to_string(C) + " 3x3 " +
+                       precision_name(p),
+                   true, p == Precision::Bf16 ? GemmCompute::BF16 : GemmCompute::F32,
+                   bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
+                     if (effective_precision(p) != p) return std::function<void()>();
+                     Rng rng(13);
+                     const size_t nx = size_t(H * H * C), nw = size_t(C * s.filter());
+                     auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));
+                     auto w = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nw, 0.05)));
+                     auto g = std::make_shared<std::vector<float>>(nx, 0.01f);
+                     auto dx = std::make_shared<std::vector<float>>(nx), dw = std::make_shared<std::vector<float>>(nw);
+                     return std::function<void()>([=] {
+                       if (bwd)
+                         ops::conv2d_backward(dx->data(), dw->data(), static_cast<float*>(nullptr), g->data(), x->data(),
+                                              w->data(), s, p);
+                       else
+                         ops::conv2d_forward(g->data(), x->data(), w->data(), static_cast<const float*>(nullptr), s, p);
+                     });
+                   }});
+  }
 }
 
 // The SR UNet's group norm and SiLU on a batch of B images of H x H pixels and C channels
@@ -357,6 +366,7 @@ std::vector<OpPerfResult> perf_ops(const OpPerfOptions& o) {
     for (const PerfCase& c : cases) {
       if (!o.op_filter.empty() && c.op.find(o.op_filter) == std::string::npos) continue;
       std::function<void()> fn = c.setup();
+      if (!fn) continue;  // not run at this level
       fn();  // warm-up (oneDNN primitives, packed weights, pages)
       std::vector<double> t;
       for (int r = 0; r < o.reps; ++r) {

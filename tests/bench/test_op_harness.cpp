@@ -122,4 +122,25 @@ TEST(OpHarness, PerfModeGivesFiniteFigures) {
   EXPECT_EQ(r.bound, "memory");
 }
 
+// The UNet's convolutions are held to the GEMM peak of their compute type measured in the same
+// run: f32 cases to "gemm f32", bf16 cases (only where bf16 runs) to "gemm bf16".
+TEST(OpHarness, PerfModeHoldsConvolutionsToThePeakOfTheirType) {
+  OpPerfOptions o;
+  o.tiny = true;
+  o.op_filter = "conv2d";
+  o.isa = isa_name(isa());
+  o.reps = 5;
+  const auto rs = perf_ops(o);
+  const bool bf16 = effective_precision(Precision::Bf16) == Precision::Bf16;
+  ASSERT_EQ(rs.size(), bf16 ? 4u : 2u);
+  for (const auto& r : rs) {
+    std::printf("%s\n", format_perf_row(r).c_str());
+    const bool is_bf16 = r.name.ends_with(" bf16");
+    EXPECT_TRUE(is_bf16 || r.name.ends_with(" f32")) << r.name;
+    EXPECT_EQ(r.floor_name, is_bf16 ? "gemm bf16" : "gemm f32") << r.name;
+    EXPECT_EQ(r.bound, "compute");
+    EXPECT_TRUE(std::isfinite(r.fraction) && r.fraction > 0) << r.name;
+  }
+}
+
 }  // namespace
