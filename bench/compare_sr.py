@@ -4,6 +4,12 @@ bench/torch_sr.py), side by side in one run: training steps and sampler steps of
 on the same batch with the same thread count. Never run in CI.
 
     /usr/bin/python3 bench/compare_sr.py --model default --threads 2 --rounds 5 --out out/compare_sr.json
+    /usr/bin/python3 bench/compare_sr.py --model default --threads 2 --rounds 5 --precision bf16
+
+--precision bf16 runs genperf's mixed precision (bf16 convolution and linear operands, f32
+accumulation; f32 where the CPU lacks AVX512-BF16 at the AVX-512 level, which the record and the
+printout say) against PyTorch under torch.autocast("cpu", dtype=torch.bfloat16) around the
+forward and the loss.
 
 Each round runs `genperf bench sr` and torch_sr.py (the order reversed every other round, so that
 drift in the machine's state falls on both); each is the engine's own benchmark (one warm-up,
@@ -21,6 +27,14 @@ sys.path.insert(0, here)
 from compare_train import run_contended  # noqa: E402
 
 
+def cpu_has(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(flag in line.split() for line in f if line.startswith("flags"))
+    except OSError:
+        return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="default", help="an SR model directory, or default")
@@ -30,14 +44,19 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     p.add_argument("--out")
     a = p.parse_args()
 
-    common = ["--batch", str(a.batch), "--size", str(a.size), "--reps", str(a.reps)]
+    common = ["--batch", str(a.batch), "--size", str(a.size), "--reps", str(a.reps), "--precision", a.precision]
     gp_cmd = [a.genperf, "bench", "sr", "--model", a.model, "--threads", str(a.threads), "--json", *common]
     first, err = run_contended(gp_cmd)
     if first is None:
         sys.exit(f"genperf bench sr failed: {err}")
+    ran = first.get("precision", "f32")
+    if ran != a.precision:
+        print(f"note: genperf runs {ran}, not {a.precision}, on this machine (no AVX512-BF16 at the AVX-512 level); "
+              f"torch runs autocast {a.precision}", file=sys.stderr)
     cfg_dir = tempfile.mkdtemp(prefix="compare_sr-")
     cfg = os.path.join(cfg_dir, "config.json")
     with open(cfg, "w") as f:
@@ -77,11 +96,15 @@ def main():
         "model": a.model, "config": first["config"], "parameters": first["parameters"], "batch": a.batch,
         "size": a.size, "threads": a.threads, "rounds": a.rounds, "reps": a.reps,
         "forward_flops": first["forward_flops"], "gemm_peak_gflops_f32": first.get("gemm_peak_gflops_f32"),
+        "gemm_peak_gflops_bf16": first.get("gemm_peak_gflops_bf16"),
+        "precision": {"requested": a.precision, "genperf": ran, "torch": rounds[0]["torch"].get("precision"),
+                      "cpu_avx512_bf16": cpu_has("avx512_bf16")},
         "train": summary("train_images_per_s", "train_step_seconds"),
         "sample": summary("sample_images_per_s_per_step", "sample_step_seconds"),
         "cpu_contention": {e: [x[e].get("cpu_contention") for x in rounds] for e in ("genperf", "torch")},
         "provenance": first["provenance"], "torch": rounds[0]["torch"]["torch"],
     }
+    print(f"precision: genperf {ran}, torch {result['precision']['torch']} (requested {a.precision})")
     for m in ("train", "sample"):
         s = result[m]
         print(f"{m:6s} genperf {s['genperf']['images_per_s']:7.1f} images/s ({s['genperf']['slowest']:.1f} .. "

@@ -4,8 +4,11 @@ channels_last so that its convolutions run oneDNN's NHWC kernels as genperf's do
 `genperf bench sr` times genperf: a training step (zero grads, forward, v-prediction MSE, backward,
 clipping at 1.0, AdamW, EMA) and a sampler step (a forward without autograd) on a batch of
 images. Prints one JSON record. Used by bench/compare_sr.py; never run in CI.
+--precision bf16 wraps the forward and the loss in torch.autocast("cpu", dtype=torch.bfloat16)
+(training and sampling alike; weights, gradients and AdamW stay f32), PyTorch's mixed precision.
 
     /usr/bin/python3 bench/torch_sr.py --config /tmp/cfg/config.json --batch 8 --size 64 --threads 2
+    /usr/bin/python3 bench/torch_sr.py --config /tmp/cfg/config.json --precision bf16
 """
 import argparse, json, math, os, statistics, sys, time
 
