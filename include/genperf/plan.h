@@ -124,7 +124,9 @@ int64_t largest_unit_params(const LlamaConfig& c);
 // optimizer reduce their buckets in place in the gradient buffer (0); grads: the gradient window's
 // peak, the largest unit's gradients and one bucket in flight (at most the whole gradient); full:
 // that and the parameter window, the running unit and the prefetched one. 0 on 1 rank.
-size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes);
+// With LoRA: the adapters' windows, and for full the frozen base's window of two units.
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes,
+                                 const LoraConfig* lora = nullptr);
 // FLOPs per rank of one step: train_step_flops (with LoRA when given), plus with layer
 // checkpointing the layers' forward again (a third of full training's step less the output head's).
 double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers,

@@ -279,12 +279,20 @@ int64_t largest_unit_params(const LlamaConfig& c) {
   return std::max(layer, c.vocab_size * C);
 }
 
-size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes) {
+size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes,
+                                 const LoraConfig* lora) {
   if (ranks <= 1 || s == ShardMode::None || s == ShardMode::Optimizer) return 0;
+  const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
+  if (lora) {
+    // The adapters' windows hold at most all adapters each; full sharding adds the frozen base's
+    // window: the running unit and the prefetched one.
+    const size_t adapters = size_t(lora_parameters(c, *lora)) * sizeof(float);
+    const size_t base = size_t(c.num_parameters()) * sizeof(float);
+    return s == ShardMode::Full ? 2 * adapters + std::min(base, 2 * unit) : adapters;
+  }
   // The gradient window: the unit backward is writing and a bucket in flight, at most the whole
   // gradient; full sharding adds the parameter window, the running unit and the prefetched one.
   const size_t grads = size_t(c.num_parameters()) * sizeof(float);
-  const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
   const size_t grad_window = std::min(grads, unit + bucket_bytes);
   return s == ShardMode::Full ? grad_window + std::min(grads, 2 * unit) : grad_window;
 }
@@ -426,15 +434,7 @@ ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacit
   t.checkpoint_layers = checkpoint;
   // The precision the device runs: callers planning this machine pass its effective one.
   p.activations = TrainModel::activation_memory(c, t, o.batch, o.seq, o.lora ? &*o.lora : nullptr, /*as_requested=*/true);
-  if (!o.lora) {
-    p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes);
-  } else if (o.ranks > 1 && (s == ShardMode::Grads || gathered)) {
-    // The adapters' windows hold at most all adapters each; full sharding adds the frozen base's
-    // window: the running unit and the prefetched one.
-    const size_t adapters = size_t(P) * sizeof(float);
-    const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
-    p.comm_buffers = gathered ? 2 * adapters + std::min(size_t(F) * sizeof(float), 2 * unit) : adapters;
-  }
+  p.comm_buffers = planned_comm_buffer_bytes(c, s, o.ranks, o.bucket_bytes, o.lora ? &*o.lora : nullptr);
   p.fits = double(p.total()) <= capacity;
   p.verdict = verdict(p.total(), capacity);
   return p;

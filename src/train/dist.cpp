@@ -59,6 +59,15 @@ size_t resident_bytes(const float* base, size_t n) {
   return r * page;
 }
 
+// Each rank's count of n values split in contiguous shards of ceil(n / ranks) (the last ones
+// shorter or empty).
+std::vector<size_t> shard_counts_of(size_t n, size_t ranks) {
+  const size_t S = (n + ranks - 1) / ranks;
+  std::vector<size_t> counts(ranks);
+  for (size_t r = 0; r < ranks; ++r) counts[r] = std::min(S, n - std::min(n, r * S));
+  return counts;
+}
+
 // Each rank's part of [lo, hi) when rank r owns counts[r] values after those of ranks < r.
 std::vector<size_t> parts_of(size_t lo, size_t hi, const std::vector<size_t>& counts) {
   std::vector<size_t> part(counts.size());
@@ -150,9 +159,8 @@ void DataParallel::init(int64_t grad_accum) {
     shard_lo_ = 0, shard_hi_ = P;
     counts_[0] = P;  // unused: no segments when nothing is sharded
   } else {
-    const size_t S = (P + size_t(n) - 1) / size_t(n);
-    for (size_t r = 0; r < size_t(n); ++r) counts_[r] = std::min(S, P - std::min(P, r * S));
-    shard_lo_ = std::min(P, size_t(rank()) * S);
+    counts_ = shard_counts_of(P, size_t(n));
+    shard_lo_ = std::min(P, size_t(rank()) * counts_[0]);
     shard_hi_ = shard_lo_ + counts_[size_t(rank())];
   }
   // Buckets from the end of the buffer; their inner edges on page boundaries, so that each
@@ -177,10 +185,9 @@ void DataParallel::init(int64_t grad_accum) {
     // Frozen parameters: sharded alike (over their own count) and gathered with each unit.
     const std::span<const float> f = m.frozen();
     if (!f.empty()) {
-      const size_t F = f.size(), S = (F + size_t(n) - 1) / size_t(n);
-      frozen_counts_.assign(size_t(n), 0);
-      for (size_t r = 0; r < size_t(n); ++r) frozen_counts_[r] = std::min(S, F - std::min(F, r * S));
-      frozen_lo_ = std::min(F, size_t(rank()) * S);
+      const size_t F = f.size();
+      frozen_counts_ = shard_counts_of(F, size_t(n));
+      frozen_lo_ = std::min(F, size_t(rank()) * frozen_counts_[0]);
       frozen_shard_.assign(f.begin() + ptrdiff_t(frozen_lo_),
                            f.begin() + ptrdiff_t(frozen_lo_ + frozen_counts_[size_t(rank())]));
       frozen_units_ = m.frozen_units();
