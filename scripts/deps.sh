@@ -4,6 +4,8 @@
 #   bash scripts/deps.sh        build, test and benchmark packages
 #   bash scripts/deps.sh data   the packages the real-text corpora and eval sets come from
 #                               (scripts/data/*; see docs/DATA.md)
+#   bash scripts/deps.sh slurm  a one-node Slurm cluster, to check `srun genperf train`
+#                               (scripts/slurm_check.sh; never run in CI)
 set -euo pipefail
 case "${1:-}" in
   "")
@@ -33,7 +35,13 @@ case "${1:-}" in
     # Stellarium's photographs of dust nebulae (246 MB; scripts/data/nebulae.sh keeps credits).
     packages=(r-cran-janeaustenr bible-kjv kgeography-data miscfiles stellarium-data)
     ;;
-  *) echo "usage: deps.sh [data]" >&2; exit 2 ;;
+  slurm)
+    # The controller and node daemons, the client commands (srun, sinfo), and munge, Slurm's
+    # authentication. slurm-wlm-basic-plugins (a dependency of each) holds srun's MPI plugins,
+    # pmix (built on Debian's libpmix2, the PMIx OpenMPI uses) among them.
+    packages=(slurmctld slurmd slurm-client munge)
+    ;;
+  *) echo "usage: deps.sh [data|slurm]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${packages[@]}"; do

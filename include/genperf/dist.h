@@ -24,6 +24,7 @@
 // or 4 F / N when Full (which then also gathers 2 F (N-1)/N a micro-batch); the windows'
 // resident pages are reported as communication buffers.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -49,11 +50,19 @@ enum class ShardMode : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
 const char* shard_mode_name(ShardMode m);
 ShardMode parse_shard_mode(std::string_view s);
 
+// The pages ZeRO-2 and -3 hold their windows in and give back (2 MiB, a huge page): buckets'
+// inner edges fall on them (src/train/paged.h).
+inline constexpr size_t kWindowPageBytes = size_t(2) << 20;
+
 struct DistOptions {
   Communicator* comm = nullptr;          // null: one process
   ShardMode shard = ShardMode::None;
   size_t bucket_bytes = size_t(25) << 20;  // PyTorch DDP's bucket_cap_mb = 25
   bool overlap = true;                   // start buckets during backward (false: after it)
+  // Grads and Full: buckets that may still be reducing when backward goes on to the next unit;
+  // beyond them backward waits for the oldest (DeepSpeed reduces into two buffers alike), so
+  // the gradient window stays bounded when the link is slower than backward.
+  size_t inflight_buckets = 2;
 };
 
 // Bytes of model state one rank holds (trainable parameters, their gradients, optimizer state).
@@ -95,6 +104,17 @@ class DistModel {
   virtual std::span<float> frozen() { return {}; }
   virtual std::vector<std::vector<std::pair<size_t, size_t>>> frozen_units() const { return {}; }
   virtual void adopt_frozen(Tensor) {}
+  // Sharded initialization: a model built with its initialization deferred (TrainModel's
+  // InitMode::Deferred) writes any range of its parameters on request, so that a fully sharded
+  // rank writes only its shard and never holds the whole model; materialize() writes them all
+  // (every other mode). By default the parameters are written already and these copy them.
+  virtual void init_params(size_t lo, size_t hi, float* dst) {
+    std::copy(params().begin() + ptrdiff_t(lo), params().begin() + ptrdiff_t(hi), dst);
+  }
+  virtual void init_frozen(size_t lo, size_t hi, float* dst) {
+    std::copy(frozen().begin() + ptrdiff_t(lo), frozen().begin() + ptrdiff_t(hi), dst);
+  }
+  virtual void materialize() {}
 };
 
 class DataParallel {
@@ -155,9 +175,12 @@ class DataParallel {
   void init(int64_t grad_accum);
   size_t counts_total() const { return total_; }
   void launch(size_t ready_from);  // buckets whose gradients are all at and after ready_from
-  void drain(bool all);            // Grads, Full: bucket results into the shard, pages freed
+  void drain(size_t keep);          // Grads, Full: bucket results into the shard, pages freed
   void on_params(int64_t unit, bool done, bool backward);  // Full: gather, prefetch, free
   void gather_unit(size_t unit);
+  using Units = std::vector<std::vector<std::pair<size_t, size_t>>>;
+  bool page_free(const Units& units, size_t page_lo, size_t unit) const;
+  void release_unit(size_t unit, float* window, const Units& units);
   void note_resident();
   bool paged() const { return o_.shard == ShardMode::Grads || o_.shard == ShardMode::Full; }
 

@@ -120,11 +120,16 @@ double planned_comm_bytes(int64_t P, ShardMode s, int ranks);
 // Parameters of the largest unit full sharding gathers at once: one decoder layer, or the
 // embedding (or the untied output head), V x d, where that is larger.
 int64_t largest_unit_params(const LlamaConfig& c);
-// Communication buffers per rank, as genperf's DataParallel holds them (DISTRIBUTED.md): none and
-// optimizer reduce their buckets in place in the gradient buffer (0); grads: the gradient window's
-// peak, the largest unit's gradients and one bucket in flight (at most the whole gradient); full:
-// that and the parameter window, the running unit and the prefetched one. 0 on 1 rank.
-// With LoRA: the adapters' windows, and for full the frozen base's window of two units.
+// Communication buffers per rank, the windows' peak as genperf's DataParallel holds them
+// (DISTRIBUTED.md), replaying its schedule over the units (the embedding, each layer, the final
+// norm and head) and its buckets. none and optimizer reduce their buckets in place in the
+// gradient buffer (0). grads: the gradient window when backward has just finished a unit: the
+// gradients from that unit up to the buckets started before it and still reducing, at most
+// DistOptions::inflight_buckets of them (the most a slow link leaves); with tied embeddings the
+// embedding's gradients too (the head writes them first). full: that beside the parameters of
+// the unit just finished and of the next one (prefetched), or in forward a unit and the next;
+// the largest of these. 0 on 1 rank. With LoRA: the adapters' windows (at most all adapters
+// each), and for full the frozen base's window, which holds what the parameter window does.
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes,
                                  const LoraConfig* lora = nullptr);
 // FLOPs per rank of one step: train_step_flops (with LoRA when given), plus with layer

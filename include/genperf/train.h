@@ -119,12 +119,20 @@ struct ActivationMemory {
 // scales the residual projections (o_proj, down_proj) by 1/sqrt(2 L), sets norm weights to 1 and
 // biases to 0; each chunk of 65536 elements of a tensor draws from a generator seeded by
 // (seed, tensor, chunk), so the weights are the same for any thread count.
+// When a TrainModel writes its parameters: at construction, or on request (sharded
+// initialization, as FSDP's meta-device init; see TrainModel::init_params).
+enum class InitMode : uint8_t { Eager, Deferred };
+
 class TrainModel {
  public:
+  // Initialized from `seed`: matrices N(0, 0.02) (residual projections 0.02 / sqrt(2 L)), norm
+  // weights 1, biases 0; each block of 65536 values of a tensor draws from its own generator, so
+  // any range can be drawn alone.
   TrainModel(const LlamaConfig& c, uint64_t seed, TrainOptions o = {},
-             RopeStyle rope = RopeStyle::Neox);
-  // Copies a checkpoint's weights (any float type) to f32; shapes are checked.
-  explicit TrainModel(const Checkpoint& ck, TrainOptions o = {});
+             RopeStyle rope = RopeStyle::Neox, InitMode init = InitMode::Eager);
+  // Copies a checkpoint's weights (any float type) to f32; shapes are checked. Deferred, the
+  // model keeps the checkpoint's tensors (mapped files) to copy from.
+  explicit TrainModel(const Checkpoint& ck, TrainOptions o = {}, InitMode init = InitMode::Eager);
   ~TrainModel();
   TrainModel(TrainModel&&) noexcept;
   TrainModel& operator=(TrainModel&&) noexcept;
@@ -223,6 +231,18 @@ class TrainModel {
   // The same for trainable_params() and trainable_grads(): adopt_buffers in full training, the
   // adapters' buffers with LoRA.
   void adopt_trainable_buffers(Tensor params, Tensor grads);
+
+  // Deferred initialization (InitMode::Deferred): the constructor checks everything but writes
+  // no parameter, and reserves the parameter and gradient buffers without making any of their
+  // pages resident. init_params(lo, hi, dst) writes values [lo, hi) of params() as an eager
+  // constructor would (any range, in any order, without the rest); materialize() writes them
+  // all into params(). Data-parallel training (genperf/dist.h) does one or the other: a fully
+  // sharded rank writes only its shard, so no rank ever holds the whole model. Until then the
+  // model refuses forward and tensors(). On a model already written, init_params copies from
+  // params() and materialize does nothing. adopt_buffers with parameters ends the deferral.
+  bool init_deferred() const;
+  void init_params(size_t lo, size_t hi, float* dst) const;
+  void materialize();
 
   ActivationMemory activation_memory() const;  // of the last forward's shape
   // For a shape, at the precision this CPU runs for o.precision (effective_precision), or with

@@ -272,29 +272,96 @@ double planned_comm_bytes(int64_t P, ShardMode s, int ranks) {
   return passes * double(P) * double(ranks - 1) / double(ranks) * sizeof(float);
 }
 
-int64_t largest_unit_params(const LlamaConfig& c) {
+namespace {
+
+int64_t layer_params(const LlamaConfig& c) {
   const int64_t C = c.hidden_size, FF = c.intermediate_size;
   int64_t layer = C * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * C + 3 * C * FF + 2 * C;
   if (c.attention_bias) layer += c.q_dim() + 2 * c.kv_dim();
-  return std::max(layer, c.vocab_size * C);
+  return layer;
+}
+
+}  // namespace
+
+int64_t largest_unit_params(const LlamaConfig& c) {
+  return std::max(layer_params(c), c.vocab_size * c.hidden_size);
 }
 
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes,
                                  const LoraConfig* lora) {
   if (ranks <= 1 || s == ShardMode::None || s == ShardMode::Optimizer) return 0;
-  const size_t unit = size_t(largest_unit_params(c)) * sizeof(float);
+  // The flat buffer, in floats: the embedding, the layers, the final norm, the head (untied);
+  // fully sharded, units 0 (embedding), 1 + l (layer l) and L + 1 (norm and head, or with tied
+  // embeddings the norm and the embedding's range) are gathered one at a time.
+  const int64_t L = c.num_hidden_layers;
+  const double E = double(c.vocab_size * c.hidden_size), layer = double(layer_params(c));
+  const double P = double(c.num_parameters()), f = sizeof(float);
+  const double page = double(kWindowPageBytes) / f;
+  // Each unit's ranges, and the values of the units held at once (the union of their ranges:
+  // with tied embeddings the head's range is the embedding's). Counted in values, as the
+  // system's 4 KiB pages hold them; where the kernel backs a window with 2 MiB pages, up to a
+  // page more at each edge of a held range.
+  auto ranges = [&](int64_t u) -> std::vector<std::pair<double, double>> {
+    if (u == 0) return {{0, E}};
+    if (u <= L) return {{E + double(u - 1) * layer, E + double(u) * layer}};
+    if (c.tie_word_embeddings) return {{E + double(L) * layer, P}, {0, E}};
+    return {{E + double(L) * layer, P}};
+  };
+  auto held = [&](std::initializer_list<int64_t> units) {
+    std::vector<std::pair<double, double>> r;
+    for (int64_t u : units)
+      for (const auto& range : ranges(u)) r.push_back(range);
+    std::sort(r.begin(), r.end());
+    double bytes = 0, end = 0;
+    for (const auto& [lo, hi] : r) {
+      bytes += std::max(0.0, hi - std::max(lo, end));
+      end = std::max(end, hi);
+    }
+    return bytes;
+  };
+  // The parameter window's peak in forward: a unit and the next one (prefetched).
+  double params_fwd = held({L + 1});
+  for (int64_t u = 0; u <= L; ++u) params_fwd = std::max(params_fwd, held({u, u + 1}));
   if (lora) {
-    // The adapters' windows hold at most all adapters each; full sharding adds the frozen base's
-    // window: the running unit and the prefetched one.
-    const size_t adapters = size_t(lora_parameters(c, *lora)) * sizeof(float);
-    const size_t base = size_t(c.num_parameters()) * sizeof(float);
-    return s == ShardMode::Full ? 2 * adapters + std::min(base, 2 * unit) : adapters;
+    // The adapters' windows hold at most all adapters each; fully sharded, the frozen base's
+    // window holds what the parameter window does (no gradients).
+    const double adapters = f * double(lora_parameters(c, *lora));
+    return size_t(s == ShardMode::Full ? 2 * adapters + f * params_fwd : adapters);
   }
-  // The gradient window: the unit backward is writing and a bucket in flight, at most the whole
-  // gradient; full sharding adds the parameter window, the running unit and the prefetched one.
-  const size_t grads = size_t(c.num_parameters()) * sizeof(float);
-  const size_t grad_window = std::min(grads, unit + bucket_bytes);
-  return s == ShardMode::Full ? grad_window + std::min(grads, 2 * unit) : grad_window;
+  // The gradient window, replayed as DataParallel runs it: buckets laid from the end of the
+  // buffer (inner edges on 2 MiB pages); backward finishes the head, then each layer from the
+  // last, then the embedding; each time the buckets now final start, and backward goes on once
+  // at most K = DistOptions::inflight_buckets are still reducing. At its fullest (a link slower
+  // than backward) the window then holds, when a unit is finished, the gradients from that
+  // unit's start up to the top of the K lowest buckets started before (tied, the embedding's
+  // too: the head writes them first, the last bucket takes them).
+  const double per = std::max(page, std::floor(double(bucket_bytes) / f / page) * page);
+  std::vector<double> bucket_lo;  // from the end of the buffer
+  for (double hi = P; hi > 0;) {
+    const double lo = hi > per ? std::floor((hi - per) / page) * page : 0;
+    bucket_lo.push_back(lo);
+    hi = lo;
+  }
+  const size_t K = DistOptions{}.inflight_buckets;
+  auto top = [&](double from) {  // of the K lowest buckets that start at or after `from`
+    const size_t started = size_t(std::count_if(bucket_lo.begin(), bucket_lo.end(), [&](double lo) { return lo >= from; }));
+    return started <= K ? P : bucket_lo[started - K - 1];
+  };
+  const double tied = c.tie_word_embeddings ? E : 0.0;
+  double peak = 0, before = P;  // `before`: where the gradients were final at the previous point
+  for (int64_t u = L + 1; u >= 0; --u) {
+    // Unit u's gradients are final from `from`: the norm's start for the head, the layer's start.
+    const double from = u == 0 ? 0.0 : u == L + 1 ? E + double(L) * layer : E + double(u - 1) * layer;
+    const double grads =
+        std::min(P, top(before) - from + (u > 0 ? tied : 0.0));
+    // Fully sharded, the unit's parameters are still held and the next unit's prefetched (the
+    // embedding's gradient reads no parameters; layer 0 prefetches nothing).
+    const double params = s != ShardMode::Full || u == 0 ? 0.0 : u >= 2 ? held({u, u - 1}) : held({u});
+    peak = std::max(peak, grads + params);
+    before = from;
+  }
+  if (s == ShardMode::Full) peak = std::max(peak, params_fwd);
+  return size_t(f * peak);
 }
 
 double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers,

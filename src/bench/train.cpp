@@ -40,7 +40,7 @@ Json TrainBenchResult::to_json() const {
 TrainBenchResult bench_train_step(const LlamaConfig& c, const TrainBenchOptions& o) {
   GP_CHECK(o.batch > 0 && o.seq > 0, "[bench train] batch and sequence length must be positive, got ",
            o.batch, " x ", o.seq);
-  TrainModel m(c, o.seed, o.train);
+  TrainModel m(c, o.seed, o.train, RopeStyle::Neox, InitMode::Deferred);  // sharded init when fully sharded
   if (o.lora) m.enable_lora(*o.lora);
   DataParallel dp(m, o.dist, o.dist.comm ? o.dist.comm->size() : 1);
   AdamW opt(dp.shard_size());

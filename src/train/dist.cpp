@@ -1,11 +1,7 @@
 // Data-parallel training: the step that splits micro-batches across ranks, reduces gradient
 // buckets while backward runs, and updates each rank's shard of the optimizer state
 // (genperf/dist.h).
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,49 +11,16 @@
 #include "genperf/json.h"
 #include "genperf/ops_train.h"
 #include "io/safetensors.h"
+#include "train/paged.h"
 
 namespace genperf {
 
 namespace {
 
-// Windows come and go in huge pages (2 MiB, transparent huge pages by madvise): a page fault
-// costs microseconds (tens on a virtual machine), and a window of 4 KiB pages faults in every
-// page again each step; 2 MiB pages make that a few faults. Buckets' inner edges and what a
-// window gives back are whole huge pages.
-constexpr size_t kWindowPageBytes = size_t(2) << 20;
-size_t page_floats() { return kWindowPageBytes / sizeof(float); }
-size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
-
-// n floats of pages that materialize (as zeros) when first written: a window that sharded
-// training fills and gives back (release) as units and buckets come and go. Aligned to a huge
-// page inside a mapping one huge page larger.
-Tensor paged_zeros(size_t n) {
-  const size_t bytes = round_up(std::max<size_t>(n, 1) * sizeof(float), kWindowPageBytes);
-  const size_t mapped = bytes + kWindowPageBytes;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  GP_CHECK(p != MAP_FAILED, "[train] cannot reserve ", mapped, " bytes of address space: ", std::strerror(errno));
-  char* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(p), kWindowPageBytes));
-  madvise(aligned, bytes, MADV_HUGEPAGE);  // a hint: without THP the window has small pages
-  std::shared_ptr<void> owner(p, [mapped](void* q) { munmap(q, mapped); });
-  return Tensor::wrap(aligned, {int64_t(n)}, DType::F32, owner);
-}
-
-// Gives back the whole pages inside [lo, hi) of a window (they read as zeros again).
-void release(float* base, size_t lo, size_t hi) {
-  const size_t a = round_up(lo, page_floats()), b = hi / page_floats() * page_floats();
-  if (b > a) madvise(base + a, (b - a) * sizeof(float), MADV_DONTNEED);
-}
-
-// Bytes of a window's pages that are resident (mincore counts the system's pages).
-size_t resident_bytes(const float* base, size_t n) {
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t pages = round_up(n * sizeof(float), page) / page;
-  std::vector<unsigned char> in(pages);
-  if (mincore(const_cast<float*>(base), pages * page, in.data()) != 0) return 0;
-  size_t r = 0;
-  for (unsigned char c : in) r += c & 1;
-  return r * page;
-}
+using train::page_floats;
+using train::paged_zeros;
+using train::resident_bytes;
+using train::round_up;
 
 // Each rank's count of n values split in contiguous shards of ceil(n / ranks) (the last ones
 // shorter or empty).
@@ -128,6 +91,13 @@ class LlamaDist final : public DistModel {
     return m_.lora_enabled() ? m_.param_units() : std::vector<std::vector<std::pair<size_t, size_t>>>();
   }
   void adopt_frozen(Tensor params) override { m_.adopt_buffers(std::move(params), Tensor()); }
+  // With LoRA the trainable parameters are the adapters (written when enabled), the base frozen.
+  void init_params(size_t lo, size_t hi, float* dst) override {
+    if (m_.lora_enabled()) return DistModel::init_params(lo, hi, dst);
+    m_.init_params(lo, hi, dst);
+  }
+  void init_frozen(size_t lo, size_t hi, float* dst) override { m_.init_params(lo, hi, dst); }
+  void materialize() override { m_.materialize(); }
 
  private:
   TrainModel& m_;
@@ -172,12 +142,16 @@ void DataParallel::init(int64_t grad_accum) {
     buckets_.emplace_back(lo, hi);
     hi = lo;
   }
+  // Sharded initialization: fully sharded, a rank writes only its shards of the parameters
+  // (and of LoRA's frozen base); in every other mode the model holds them all.
+  const bool full = o_.shard == ShardMode::Full && n > 1;
+  if (!full) m.materialize();
   if (!paged() || n == 1) return;
   grad_shard_.assign(shard_size(), 0.0f);
   grad_window_ = paged_zeros(P);
-  if (o_.shard == ShardMode::Full) {
-    const std::span<const float> p = m.params().subspan(shard_lo_, shard_size());
-    param_shard_.assign(p.begin(), p.end());
+  if (full) {
+    param_shard_.resize(shard_size());
+    m.init_params(shard_lo_, shard_hi_, param_shard_.data());
     param_window_ = paged_zeros(P);
     units_ = m.param_units();
     gathers_.resize(units_.size());
@@ -188,8 +162,8 @@ void DataParallel::init(int64_t grad_accum) {
       const size_t F = f.size();
       frozen_counts_ = shard_counts_of(F, size_t(n));
       frozen_lo_ = std::min(F, size_t(rank()) * frozen_counts_[0]);
-      frozen_shard_.assign(f.begin() + ptrdiff_t(frozen_lo_),
-                           f.begin() + ptrdiff_t(frozen_lo_ + frozen_counts_[size_t(rank())]));
+      frozen_shard_.resize(frozen_counts_[size_t(rank())]);
+      m.init_frozen(frozen_lo_, frozen_lo_ + frozen_shard_.size(), frozen_shard_.data());
       frozen_units_ = m.frozen_units();
       GP_CHECK(frozen_units_.size() == units_.size(), "[train] internal: ", frozen_units_.size(),
                " units of frozen parameters for ", units_.size(), " units of trainable ones");
@@ -238,6 +212,31 @@ void DataParallel::gather_unit(size_t u) {
   }
 }
 
+// Whether no unit but u that is gathered, being gathered or running has values in the page
+// from page_lo.
+bool DataParallel::page_free(const Units& units, size_t page_lo, size_t u) const {
+  const size_t page_hi = page_lo + page_floats();
+  for (size_t v = 0; v < units.size(); ++v) {
+    if (v == u || (gathers_[v].empty() && !gathered_[v])) continue;
+    for (const auto& [lo, hi] : units[v])
+      if (lo < page_hi && hi > page_lo) return false;
+  }
+  return true;
+}
+
+// Gives back a unit's pages of a window once it is done: those inside its ranges, and those at
+// their edges that it shares with other units when none of these is held (a page straddling two
+// units would otherwise stay resident, one a unit boundary, all step). A unit not held has no
+// values to keep: it is gathered whole again before it is read.
+void DataParallel::release_unit(size_t u, float* window, const Units& units) {
+  const size_t page = page_floats();
+  for (const auto& [lo, hi] : units[u]) {
+    const size_t a = lo / page * page, b = round_up(hi, page);
+    train::release_pages(window, a < lo && page_free(units, a, u) ? a : lo,
+                         b > hi && page_free(units, b - page, u) ? b : hi);
+  }
+}
+
 void DataParallel::on_params(int64_t unit, bool done, bool backward) {
   const size_t u = size_t(unit), last = units_.size() - 1;
   if (done) {
@@ -245,10 +244,9 @@ void DataParallel::on_params(int64_t unit, bool done, bool backward) {
     if (gathered_[u]) return;
     for (CommHandle& h : gathers_[u]) h.wait();
     gathers_[u].clear();
-    float* w = param_window_.data<float>();
-    for (const auto& [lo, hi] : units_[u]) release(w, lo, hi);
-    if (!frozen_units_.empty())
-      for (const auto& [lo, hi] : frozen_units_[u]) release(frozen_window_.data<float>(), lo, hi);
+    if (backward) note_resident();  // the unit's gradients written, its parameters still held
+    release_unit(u, param_window_.data<float>(), units_);
+    if (!frozen_units_.empty()) release_unit(u, frozen_window_.data<float>(), frozen_units_);
     return;
   }
   gather_unit(u);
@@ -270,17 +268,18 @@ void DataParallel::gather_all_params() {
   }
 }
 
-// Takes finished buckets, in launch order, into the gradient shard and gives their pages back.
+// Takes reduced buckets, in launch order, into the gradient shard and gives their pages back:
+// those already reduced, then, waiting for them, the oldest until at most `keep` are in flight.
 // Everything above a drained bucket is drained, so the pages from its lower edge up are free.
-void DataParallel::drain(bool all) {
+void DataParallel::drain(size_t keep) {
   float* g = grad_window_.data<float>();
   for (; drained_ < pending_.size(); ++drained_) {
-    if (!all && !pending_[drained_].done()) break;
+    if (pending_.size() - drained_ <= keep && !pending_[drained_].done()) break;
     pending_[drained_].wait();
     const auto [lo, hi] = buckets_[drained_];
     const size_t a = std::max(lo, shard_lo_), b = std::min(hi, shard_hi_);
     for (size_t i = a; i < b; ++i) grad_shard_[i - shard_lo_] += g[i];
-    release(g, lo, freed_from_);
+    train::release_pages(g, lo, freed_from_);
     freed_from_ = std::min(freed_from_, round_up(lo, page_floats()));
   }
 }
@@ -297,9 +296,12 @@ void DataParallel::launch(size_t ready_from) {
     // Each owner's part of the bucket: its shard cut to [lo, hi).
     pending_.push_back(comm_->reduce_scatter(g + lo, parts_of(lo, hi, counts_)));
   }
+  // The windows' high point: the gradients backward has just finished, before any is drained.
+  // Backward goes on once at most inflight_buckets are left to reduce (a rate limit, as FSDP's
+  // on its gathers): the window then holds a bounded number of buckets however slow the link.
   if (paged() && sharded) {
-    drain(false);
     note_resident();
+    drain(o_.inflight_buckets);
   }
 }
 
@@ -350,7 +352,7 @@ StepResult DataParallel::step(AdamW& opt, const MicroStep& run, float lr, double
     loss += run(i, float(1.0 / count));
     m.set_grads_ready_hook(nullptr);
     if (last || window) launch(0);
-    if (window) drain(true);
+    if (window) drain(0);
   }
   for (CommHandle& h : pending_) h.wait();
   pending_.clear();

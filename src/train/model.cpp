@@ -3,6 +3,7 @@
 // adapters in a buffer of their own (PEFT directories: lora_io.cpp).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "genperf/error.h"
@@ -11,6 +12,7 @@
 #include "genperf/train.h"
 #include "models/llama/names.h"
 #include "train/graph.h"
+#include "train/paged.h"
 
 namespace genperf {
 
@@ -90,11 +92,15 @@ struct TrainModel::Impl {
   Tensor params, grads;  // f32 [num_params]; grads undefined once LoRA freezes the base
   std::map<std::string, size_t> index;  // name -> position in param_info()
   Tensor lora_params, lora_grads;       // f32 [adapter elements] when LoRA is on
+  // Deferred initialization: writes values [lo, hi) of the parameters (null once written).
+  std::function<void(size_t lo, size_t hi, float* dst)> pending;
 
-  Impl(const LlamaConfig& c, RopeStyle rope, TrainOptions o) : graph(c, rope, o) {
+  // Deferred, the buffers are reserved pages that nothing has written (train/paged.h).
+  Impl(const LlamaConfig& c, RopeStyle rope, TrainOptions o, InitMode init) : graph(c, rope, o) {
     const auto& lay = graph.layout();
-    params = Tensor::zeros({int64_t(lay.total)});
-    grads = Tensor::zeros({int64_t(lay.total)});
+    const bool lazy = init == InitMode::Deferred;
+    params = lazy ? train::paged_zeros(lay.total) : Tensor::zeros({int64_t(lay.total)});
+    grads = lazy ? train::paged_zeros(lay.total) : Tensor::zeros({int64_t(lay.total)});
     for (size_t i = 0; i < lay.params.size(); ++i) index[lay.params[i].name] = i;
   }
   float* p() const { return params.data<float>(); }
@@ -125,38 +131,65 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-}  // namespace
 
-TrainModel::TrainModel(const LlamaConfig& c, uint64_t seed, TrainOptions o, RopeStyle rope)
-    : impl_(std::make_unique<Impl>(c, rope, o)) {
-  // Residual projections are scaled down so the residual stream's variance does not grow with
-  // depth (GPT-2's initialization).
-  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * double(c.num_hidden_layers));
-  constexpr size_t kChunk = size_t(1) << 16;
-  const auto& info = param_info();
+// The part [lo, hi) of each tensor that a range of the flat buffer covers: f(tensor, its first
+// value in the range, one past its last).
+template <class F>
+void for_each_overlap(const std::vector<ParamInfo>& info, size_t lo, size_t hi, F&& f) {
   for (size_t ti = 0; ti < info.size(); ++ti) {
-    const ParamInfo& pi = info[ti];
-    float* w = impl_->p() + pi.offset;
-    if (pi.shape.size() == 1) {
-      std::fill_n(w, pi.numel, ends_with(pi.name, ".bias") ? 0.0f : 1.0f);
-      continue;
-    }
-    const bool resid = ends_with(pi.name, "o_proj.weight") || ends_with(pi.name, "down_proj.weight");
-    const double s = resid ? resid_std : std;
-    // Each chunk draws from its own generator, seeded by (seed, tensor, chunk): the same weights
-    // for any thread count, drawn in parallel.
-    const size_t chunks = (pi.numel + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(num_threads()) schedule(static) if (chunks > 1)
-    for (size_t ch = 0; ch < chunks; ++ch) {
-      Rng rng(seed * 0x9E3779B97F4A7C15ull + (uint64_t(ti) << 32) + ch);
-      const size_t e = std::min(pi.numel, (ch + 1) * kChunk);
-      for (size_t i = ch * kChunk; i < e; ++i) w[i] = float(rng.normal() * s);
-    }
+    const size_t a = std::max(lo, info[ti].offset), b = std::min(hi, info[ti].offset + info[ti].numel);
+    if (b > a) f(ti, a - info[ti].offset, b - info[ti].offset);
   }
 }
 
-TrainModel::TrainModel(const Checkpoint& ck, TrainOptions o)
-    : impl_(std::make_unique<Impl>(ck.config, ck.rope_style, o)) {
+// Values [lo, hi) of a model initialized from `seed` (TrainModel's first constructor), to dst.
+// Residual projections are scaled down so the residual stream's variance does not grow with
+// depth (GPT-2's initialization). Each chunk of a tensor draws from its own generator, seeded by
+// (seed, tensor, chunk): the same weights for any thread count and any range, drawn in parallel.
+void init_random(const std::vector<ParamInfo>& info, int64_t layers, uint64_t seed, size_t lo, size_t hi,
+                 float* dst) {
+  const double std = 0.02, resid_std = 0.02 / std::sqrt(2.0 * double(layers));
+  constexpr size_t kChunk = size_t(1) << 16;
+  struct Piece {
+    size_t tensor, chunk, from, to;  // values [from, to) of the tensor, inside one chunk
+  };
+  std::vector<Piece> pieces;
+  for_each_overlap(info, lo, hi, [&](size_t ti, size_t a, size_t b) {
+    const ParamInfo& pi = info[ti];
+    float* w = dst + (pi.offset + a - lo);
+    if (pi.shape.size() == 1) {
+      std::fill_n(w, b - a, ends_with(pi.name, ".bias") ? 0.0f : 1.0f);
+      return;
+    }
+    for (size_t ch = a / kChunk; ch * kChunk < b; ++ch)
+      pieces.push_back({ti, ch, std::max(a, ch * kChunk), std::min(b, (ch + 1) * kChunk)});
+  });
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (pieces.size() > 1)
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& c = pieces[k];
+    const ParamInfo& pi = info[c.tensor];
+    const bool resid = ends_with(pi.name, "o_proj.weight") || ends_with(pi.name, "down_proj.weight");
+    const double s = resid ? resid_std : std;
+    Rng rng(seed * 0x9E3779B97F4A7C15ull + (uint64_t(c.tensor) << 32) + c.chunk);
+    for (size_t i = c.chunk * kChunk; i < c.from; ++i) (void)rng.normal();  // the chunk's values before the range
+    for (size_t i = c.from; i < c.to; ++i) dst[pi.offset + i - lo] = float(rng.normal() * s);
+  }
+}
+
+}  // namespace
+
+TrainModel::TrainModel(const LlamaConfig& c, uint64_t seed, TrainOptions o, RopeStyle rope, InitMode init)
+    : impl_(std::make_unique<Impl>(c, rope, o, init)) {
+  impl_->pending = [info = param_info(), layers = c.num_hidden_layers, seed](size_t lo, size_t hi, float* dst) {
+    init_random(info, layers, seed, lo, hi, dst);
+  };
+  if (init == InitMode::Eager) materialize();
+}
+
+TrainModel::TrainModel(const Checkpoint& ck, TrainOptions o, InitMode init)
+    : impl_(std::make_unique<Impl>(ck.config, ck.rope_style, o, init)) {
+  // Each parameter's tensor, checked now; converted when its values are asked for.
+  std::vector<Tensor> source;
   for (const ParamInfo& pi : param_info()) {
     auto it = ck.tensors.find(pi.name);
     GP_CHECK(it != ck.tensors.end(), "[train] ", ck.source, ": missing tensor ", pi.name);
@@ -165,9 +198,31 @@ TrainModel::TrainModel(const Checkpoint& ck, TrainOptions o)
              t.describe(), ", expected shape ", shape_str(pi.shape));
     GP_CHECK(traits(t.dtype()).is_float && traits(t.dtype()).block_size == 1, "[train] ", ck.source,
              ": tensor ", pi.name, " is ", t.describe(), "; training needs a float type");
-    if (!t.is_contiguous()) t = t.clone();
-    traits(t.dtype()).to_f32(t.raw(), impl_->p() + pi.offset, int64_t(pi.numel));
+    source.push_back(t.is_contiguous() ? t : t.clone());
   }
+  impl_->pending = [info = param_info(), source = std::move(source)](size_t lo, size_t hi, float* dst) {
+    for_each_overlap(info, lo, hi, [&](size_t ti, size_t a, size_t b) {
+      const TypeTraits& tt = traits(source[ti].dtype());
+      const auto* from = static_cast<const char*>(source[ti].raw()) + a * tt.block_bytes;
+      tt.to_f32(from, dst + (info[ti].offset + a - lo), int64_t(b - a));
+    });
+  };
+  if (init == InitMode::Eager) materialize();
+}
+
+bool TrainModel::init_deferred() const { return bool(impl_->pending); }
+
+void TrainModel::init_params(size_t lo, size_t hi, float* dst) const {
+  GP_CHECK(lo <= hi && hi <= num_params(), "[train] init_params: range [", lo, ", ", hi, ") is outside the ",
+           num_params(), " parameters");
+  if (impl_->pending) return impl_->pending(lo, hi, dst);
+  std::copy(impl_->p() + lo, impl_->p() + hi, dst);
+}
+
+void TrainModel::materialize() {
+  if (!impl_->pending) return;
+  impl_->pending(0, num_params(), impl_->p());
+  impl_->pending = nullptr;
 }
 
 TrainModel::~TrainModel() = default;
@@ -199,6 +254,7 @@ Tensor TrainModel::grad(const std::string& name) const {
 
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                           int64_t B, int64_t T) {
+  GP_CHECK(!impl_->pending, "[train] the model's initialization is deferred: materialize() it (or train it data-parallel) first");
   return float(impl_->graph.forward(impl_->p(), tokens, targets, B, T, impl_->lp()));
 }
 
@@ -249,6 +305,7 @@ void merge_adapter(float* w, const train::LoraAdapter& ad, const float* adapters
 }  // namespace
 
 std::map<std::string, Tensor> TrainModel::tensors(DType dtype) const {
+  GP_CHECK(!impl_->pending, "[train] the model's initialization is deferred: materialize() it first");
   GP_CHECK(traits(dtype).is_float && traits(dtype).block_size == 1, "[train] cannot export weights as ",
            dtype_name(dtype), "; expected f32, f16 or bf16");
   // Targeted projections merged: rows [out, in] at LoraAdapter::base get (alpha / r) B A.
@@ -383,7 +440,10 @@ void TrainModel::adopt_buffers(Tensor params, Tensor grads) {
   for (const Tensor* t : {&params, &grads})
     GP_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->numel() == int64_t(num_params()) && t->is_contiguous()),
              "[train] adopt_buffers needs contiguous f32 buffers of ", num_params(), " values, got ", t->describe());
-  if (params.defined()) impl_->params = std::move(params);
+  if (params.defined()) {
+    impl_->params = std::move(params);
+    impl_->pending = nullptr;  // the caller's buffer holds (or will hold) the values
+  }
   if (grads.defined()) impl_->grads = std::move(grads);
 }
 

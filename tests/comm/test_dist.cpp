@@ -9,16 +9,23 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/test_util.h"
 #include "genperf/comm.h"
+#include "genperf/dist.h"
 #include "genperf/error.h"
 #include "genperf/fileio.h"
 #include "genperf/json.h"
+#include "genperf/llama.h"
+#include "genperf/train.h"
 #include "io/safetensors.h"
 
 using namespace genperf;
@@ -41,6 +48,75 @@ TEST(Comm, OneRankIsTheIdentity) {
   EXPECT_EQ(x, (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(c->stats().bytes, 0);
   EXPECT_THROW(c->reduce_scatter(x.data(), {1, 2}), Error);
+}
+
+// One rank of a job that is never asked to communicate: what a DataParallel's construction
+// sees (it sends nothing).
+class IdleRank final : public Communicator {
+ public:
+  IdleRank(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "idle"; }
+  CommHandle all_reduce(float*, size_t) override { fail("[test] IdleRank does not communicate"); }
+  CommHandle all_reduce(double*, size_t) override { fail("[test] IdleRank does not communicate"); }
+  CommHandle reduce_scatter(float*, std::vector<size_t>) override { fail("[test] IdleRank does not communicate"); }
+  CommHandle all_gather(float*, std::vector<size_t>) override { fail("[test] IdleRank does not communicate"); }
+  CommHandle broadcast(void*, size_t, int) override { fail("[test] IdleRank does not communicate"); }
+  void barrier() override {}
+  [[noreturn]] void abort(int) override { std::abort(); }
+
+ private:
+  int rank_, size_;
+};
+
+// The process's resident and peak resident kilobytes (/proc/self/status).
+int64_t status_kb(const char* key) {
+  std::istringstream in(read_text_file("/proc/self/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key)));
+  return -1;
+}
+
+// Sharded initialization: a fully sharded rank of 8 builds its model deferred and writes only
+// its shard. Its peak resident memory grows by its shards of the parameters and gradients (8 P /
+// 8 bytes), never by the whole model (an eager model alone is 8 P: parameters and gradients);
+// the shard holds the eager model's values; the other modes write the model whole.
+TEST(ShardedInit, AFullyShardedRankWritesOnlyItsShard) {
+  LlamaConfig c = preset_config("tiny");
+  c.vocab_size = 4096, c.hidden_size = 512, c.intermediate_size = 1376, c.num_hidden_layers = 8;
+  c.num_attention_heads = c.num_key_value_heads = 8, c.head_dim = 64;
+  std::printf("seed 7\n");
+  {
+    std::ofstream reset("/proc/self/clear_refs");
+    reset << "5";  // the peak resident size restarts from the current one
+    reset.flush();
+    if (!reset.good()) GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs)";
+  }
+  const int64_t before_kb = status_kb("VmRSS:");
+  TrainModel lazy(c, 7, {}, RopeStyle::Neox, InitMode::Deferred);
+  IdleRank comm(3, 8);
+  DistOptions o;
+  o.comm = &comm;
+  o.shard = ShardMode::Full;
+  DataParallel dp(lazy, o, 8);
+  const double grown = double(status_kb("VmHWM:") - before_kb) * 1024;
+  const double P = double(lazy.num_params());
+  std::printf("P %.0f: the peak RSS grew by %.1f MB (the shards: %.1f MB; the whole model: %.1f MB)\n", P,
+              grown / 1e6, 8 * P / 8 / 1e6, 8 * P / 1e6);
+  EXPECT_LT(grown, 8 * P / 8 + 16e6);
+  EXPECT_FALSE(lazy.init_deferred());
+  const TrainModel eager(c, 7);
+  const std::span<float> shard = dp.param_shard();
+  ASSERT_EQ(shard.size(), dp.shard_size());
+  EXPECT_EQ(0, std::memcmp(shard.data(), eager.params().data() + dp.shard_begin(), shard.size() * sizeof(float)));
+  for (const ShardMode m : {ShardMode::None, ShardMode::Optimizer, ShardMode::Grads}) {
+    TrainModel other(c, 7, {}, RopeStyle::Neox, InitMode::Deferred);
+    o.shard = m;
+    DataParallel odp(other, o, 8);
+    EXPECT_FALSE(other.init_deferred()) << shard_mode_name(m);
+    EXPECT_EQ(0, std::memcmp(other.params().data(), eager.params().data(), size_t(P) * sizeof(float))) << shard_mode_name(m);
+  }
 }
 
 class Mpi : public ::testing::Test {
@@ -381,18 +457,18 @@ echo "rc=$? after $(( $(date +%s) - start )) s"
 TEST_F(Mpi, UnderAMemoryCapOnlyFullShardingRuns) {
   auto args = [&](const std::string& out, const std::string& shard) {
     return "train --text " + (*dir_ / "train.txt") + " --tokenizer " + (*dir_ / "tokenizer.model") +
-           " --shape default --seq 16 --batch 1 --grad-accum 4 --steps 2 --dtype f32 --threads 1 --mem-gb 0.036 --bucket-mb 1 "
+           " --shape default --seq 16 --batch 1 --grad-accum 4 --steps 2 --dtype f32 --threads 1 --mem-gb 0.042 --bucket-mb 1 "
            "--shard " + shard + " --out " + out;
   };
   const CliResult full = run(4, args(tmp_ / "full", "full"));
   ASSERT_EQ(full.code, 0) << full.err;
   const double P = Json::parse(read_text_file(tmp_ / "full/train_run.json")).at("trainable_parameters").as_number();
-  EXPECT_LT(0.036e9, 10 * P);
+  EXPECT_LT(0.042e9, 10 * P);
   for (const char* shard : {"none", "optimizer", "grads"}) {
     const CliResult r = run(4, args(tmp_ / shard, shard));
     EXPECT_NE(r.code, 0) << shard;
     EXPECT_NE(r.err.find("does not fit: needs"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("has 0.036 GB"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has 0.042 GB"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("--shard full would fit"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(tmp_ / (std::string(shard) + "/train_log.jsonl"))) << shard;
   }
@@ -429,6 +505,31 @@ TEST_F(Mpi, LoraUnderAMemoryCapOnlyFullShardingRuns) {
     EXPECT_NE(no.err.find("does not fit: needs"), std::string::npos) << no.err;
     EXPECT_NE(no.err.find("--shard full would fit"), std::string::npos) << no.err;
     EXPECT_FALSE(fs::exists(tmp_ / (std::string(shard) + "/train_log.jsonl"))) << shard;
+  }
+}
+
+// The windows' peak that `plan` counts (replaying DataParallel's schedule: units gathered and
+// prefetched, buckets started and at most two still reducing, 2 MiB pages) against the peak
+// `bench train` measures with mincore at the schedule's high points, ZeRO-2 and -3 at 2 ranks:
+// the plan counts values (4 KiB pages); where the kernel backs the windows with 2 MiB pages they
+// hold up to a page more at each edge of what is held (three edges at the peak: the gradients'
+// and the held units'). Within a page the other way.
+TEST_F(Mpi, PlannedWindowsHoldWhatTrainingHolds) {
+  for (const std::string shard : {"grads", "full"}) {
+    const CliResult b = run(2, "bench train --model random:default --seq 32 --batch 1 --reps 1 --no-peaks --threads 1 "
+                               "--shard " + shard + " --json");
+    ASSERT_EQ(b.code, 0) << b.err;
+    const double measured = Json::parse(b.out).at("model_state_bytes").at("comm_buffers").as_number();
+    const CliResult p = run(0, "plan --model random:default --ranks 2 --seq 32 --batch 1 --shard " + shard + " --json");
+    ASSERT_EQ(p.code, 0) << p.err;
+    double planned = -1;
+    const Json plans = Json::parse(p.out);
+    for (const Json& j : plans.at("plans").as_array())
+      if (j.at("shard").as_string() == shard) planned = j.at("memory").at("comm_buffers").as_number();
+    std::printf("%s: windows' peak measured %.2f MB, planned %.2f MB\n", shard.c_str(), measured / 1e6, planned / 1e6);
+    EXPECT_GT(measured, 0) << shard;
+    EXPECT_LE(measured - planned, 3.0 * double(kWindowPageBytes)) << shard;
+    EXPECT_LE(planned - measured, 1.0 * double(kWindowPageBytes)) << shard;
   }
 }
 

@@ -13,9 +13,11 @@
 #include "genperf/checkpoint.h"
 #include "genperf/error.h"
 #include "genperf/llama.h"
+#include "genperf/rng.h"
 #include "genperf/runtime.h"
 #include "genperf/train.h"
 #include "train/graph.h"
+#include "train/paged.h"
 #include "train/train_test_util.h"
 
 using namespace genperf;
@@ -217,6 +219,56 @@ TEST(TrainModel, ErrorsNameTheProblem) {
   Checkpoint ck = m.to_checkpoint();
   ck.tensors.erase("model.norm.weight");
   EXPECT_THROW(TrainModel{ck}, Error);
+}
+
+// Deferred (sharded) initialization: nothing is written or resident at construction; any range
+// drawn alone is the eager model's, bit for bit, across tensor boundaries and the generators'
+// 65536-value chunks; from a checkpoint alike; forward and export refuse until materialize(),
+// which gives the eager model.
+TEST(TrainModel, DeferredInitWritesAnyRangeAsTheEagerModel) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  LlamaConfig c = tiny(4, 2, false, true);
+  c.vocab_size = 3000;  // embedding and head of 96000 values: two chunks each
+  const Checkpoint ck = random_checkpoint(c, DType::BF16, kSeed);
+  for (const bool from_checkpoint : {false, true}) {
+    SCOPED_TRACE(from_checkpoint ? "from a bf16 checkpoint" : "random");
+    const TrainModel eager = from_checkpoint ? TrainModel(ck) : TrainModel(c, kSeed);
+    TrainModel lazy = from_checkpoint ? TrainModel(ck, {}, InitMode::Deferred)
+                                      : TrainModel(c, kSeed, {}, RopeStyle::Neox, InitMode::Deferred);
+    const size_t P = lazy.num_params();
+    ASSERT_EQ(P, eager.num_params());
+    EXPECT_TRUE(lazy.init_deferred());
+    EXPECT_FALSE(eager.init_deferred());
+    EXPECT_EQ(train::resident_bytes(lazy.params().data(), P), 0u);
+    EXPECT_EQ(train::resident_bytes(lazy.grads().data(), P), 0u);
+
+    std::vector<std::pair<size_t, size_t>> ranges = {{0, P}, {0, 0}, {P, P}, {P - 1, P}, {65535, 65537},
+                                                     {65536 - 7, 2 * 65536 + 100}};
+    for (const ParamInfo& pi : lazy.param_info())
+      if (pi.offset > 0) ranges.push_back({pi.offset - 1, std::min(P, pi.offset + 3)});
+    Rng rng(kSeed + 1);
+    for (int i = 0; i < 20; ++i) {
+      const size_t a = size_t(rng.next() % P), b = size_t(rng.next() % P);
+      ranges.push_back({std::min(a, b), std::max(a, b)});
+    }
+    for (const auto& [lo, hi] : ranges) {
+      std::vector<float> got(hi - lo, -1.0f);
+      lazy.init_params(lo, hi, got.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), eager.params().data() + lo, got.size() * sizeof(float)))
+          << "[" << lo << ", " << hi << ")";
+    }
+    EXPECT_THROW(lazy.init_params(1, P + 1, nullptr), Error);
+    // Drawing ranges wrote nothing of the model's own.
+    EXPECT_EQ(train::resident_bytes(lazy.params().data(), P), 0u);
+    const Batch b = make_batch(kSeed + 2, 1, 8, c.vocab_size);
+    EXPECT_THROW(lazy.forward(b.tokens, b.targets, b.B, b.T), Error);
+    EXPECT_THROW(lazy.tensors(), Error);
+
+    lazy.materialize();
+    EXPECT_FALSE(lazy.init_deferred());
+    EXPECT_EQ(0, std::memcmp(lazy.params().data(), eager.params().data(), P * sizeof(float)));
+    EXPECT_EQ(lazy.forward(b.tokens, b.targets, b.B, b.T), TrainModel(eager.to_checkpoint()).forward(b.tokens, b.targets, b.B, b.T));
+  }
 }
 
 std::vector<double> read_doubles(const std::string& path) {

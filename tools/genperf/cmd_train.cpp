@@ -238,7 +238,8 @@ int cmd_train(int argc, char** argv) {
                 (long long)T, (long long)split.train.size(), (long long)split.validation.size());
 
   check_memory_cap(a, c, train_options(a), T, std::nullopt);
-  TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a));
+  // Deferred: fully sharded, each rank writes only its shard of the weights (genperf/dist.h).
+  TrainModel m(c, uint64_t(a.integer("init-seed")), train_options(a), RopeStyle::Neox, InitMode::Deferred);
   if (talks(a))
     std::printf("%smodel: %s shape, %.2fM parameters, %s attention, %s\n", rank_prefix().c_str(), a.str("shape").c_str(), double(m.num_params()) / 1e6,
                 attention_mode_name(m.options().attention), precision_name(m.options().precision));
@@ -305,7 +306,7 @@ int cmd_finetune(int argc, char** argv) {
     lora = lc;
   }
   check_memory_cap(a, ck.config, train_options(a), T, lora);
-  TrainModel m(ck, train_options(a));
+  TrainModel m(ck, train_options(a), InitMode::Deferred);  // fully sharded, each rank reads its shard
   Json info = Json::Object{{"verb", "finetune"},
                            {"model", src},
                            {"data", a.has("data") ? a.str("data") : a.str("text")},
