@@ -6,9 +6,9 @@ step time and memory per rank that `genperf plan` predicts for this machine besi
 for: step-time error (median, worst), memory error, and how often the plan's recommended mode is
 the measured fastest (or within --tie of it).
 
-The machine is measured once (GEMM peak with all threads, read bandwidth) and handed to every
-plan (--peak-gflops, --bandwidth-gbs). The planner's compute efficiency is calibrated on the
-first shape at 1 rank unsharded (measured FLOP/s over the peak) unless --efficiency is given; the
+The machine is measured once (GEMM peak with all threads and with one, read bandwidth) and handed
+to every plan (--peak-gflops, --core-peak-gflops, --bandwidth-gbs). The planner's compute
+efficiency is calibrated on the first shape at 1 rank unsharded (measured FLOP/s over the peak) unless --efficiency is given; the
 calibration case is then excluded from the error summary.
 
   /usr/bin/python3 bench/plan_check.py --reps 5
@@ -47,7 +47,9 @@ def main():
     probe = run([g, "plan", "--model", SHAPES[0][0], "--seq", "64", "--json"], env)["device"]
     peak = probe["peak_tflops"]["fp32"]["value"] * 1e3
     bw = probe["memory_gbs"]["value"]
-    print(f"this machine: f32 GEMM peak {peak:.1f} GFLOP/s, read bandwidth {bw:.1f} GB/s (measured once)")
+    core_peak = probe.get("one_core_share", 0) * peak  # one thread's GEMM peak (0: not measured)
+    print(f"this machine: f32 GEMM peak {peak:.1f} GFLOP/s ({core_peak:.1f} on one thread), read bandwidth {bw:.1f} GB/s"
+          " (measured once)")
 
     def bench(model, seq, batch, n, mode):
         threads = max(1, cores // n)
@@ -71,6 +73,8 @@ def main():
 
     def plan(model, seq, batch, n, eff):
         extra = ["--comm", comm[n]] if n in comm and not a.modeled_link else []
+        if core_peak > 0:
+            extra += ["--core-peak-gflops", str(core_peak)]
         return run([g, "plan", "--model", model, "--seq", str(seq), "--batch", str(batch), "--ranks", str(n),
                     "--peak-gflops", str(peak), "--bandwidth-gbs", str(bw), "--efficiency", str(eff), "--json"] + extra,
                    env)

@@ -67,8 +67,17 @@ struct DeviceSpec {
   std::string source;  // datasheet name and URL, or how this machine was measured
   std::string note;    // what is absent and why, or how a figure was derived
   // The ranks of a job share this one device (this machine: every rank runs on its cores), so
-  // each gets 1/N of its peak, bandwidths and memory; a catalogued device is one per rank.
+  // each gets 1/N of its bandwidths and memory, and of its peak unless the next two say more; a
+  // catalogued device is one per rank.
   bool shared_by_ranks = false;
+  // A shared device's cores, and the share of its all-core peak that one core reaches alone
+  // (0: unknown). A rank of N then runs cores / N threads (genperf's default) and gets the share
+  // its threads reach, interpolated linearly between one core's and all of them; with more
+  // ranks than cores, each core's share is split among the ranks that time-share it.
+  int cores = 0;
+  double one_core_share = 0;
+  // The share of the peak one rank of N gets (1 / N without the two figures above).
+  double rank_peak_share(int ranks) const;
   // Measured collectives (plan --comm): used in place of link_gbs for jobs of their rank count.
   std::optional<CollectiveFigures> collectives;
   // The peak that genperf's precision runs at: f32 -> fp32 (genperf's f32 never rounds to TF32),
@@ -91,6 +100,9 @@ const DeviceSpec& catalog_device(std::string_view id);
 struct MachineFigures {
   Precision precision = Precision::F32;  // the one gemm_peak_gflops was measured for
   double gemm_peak_gflops = 0;
+  // The same GEMM on one thread (0: not measured), and the cores the peak was measured on.
+  double core_peak_gflops = 0;
+  int cores = 0;
   double memory_gbs = 0;
   double memory_bytes = 0;
   // Measured now, or Given: the peak and bandwidth from an earlier measurement (plan's

@@ -12,6 +12,7 @@
 
 #include "bench/peaks.h"
 #include "genperf/error.h"
+#include "genperf/runtime.h"
 
 namespace genperf {
 
@@ -45,6 +46,8 @@ Json DeviceSpec::to_json() const {
                       {"source", source},
                       {"note", note},
                       {"shared_by_ranks", shared_by_ranks},
+                      {"cores", cores},
+                      {"one_core_share", one_core_share},
                       {"collectives", collectives ? collectives->to_json() : Json()}};
 }
 
@@ -219,7 +222,14 @@ size_t available_memory_bytes() {
 MachineFigures measure_this_machine(Precision p) {
   MachineFigures m;
   m.precision = effective_precision(p);
-  m.gemm_peak_gflops = bench::measure_gemm_peak_gflops(m.precision == Precision::Bf16 ? DType::BF16 : DType::F32);
+  const DType type = m.precision == Precision::Bf16 ? DType::BF16 : DType::F32;
+  m.gemm_peak_gflops = bench::measure_gemm_peak_gflops(type);
+  m.cores = num_threads();
+  if (m.cores > 1) {
+    set_num_threads(1);
+    m.core_peak_gflops = bench::measure_gemm_peak_gflops(type);
+    set_num_threads(m.cores);
+  }
   m.memory_gbs = bench::measure_bandwidth_gbs();
   m.memory_bytes = double(available_memory_bytes());
   return m;
@@ -246,7 +256,21 @@ DeviceSpec this_machine(const MachineFigures& m) {
                        "MemAvailable of /proc/meminfo");
   d.note = "only the peak of the precision asked for is measured";
   d.shared_by_ranks = true;
+  if (m.cores > 1 && m.core_peak_gflops > 0) {
+    d.cores = m.cores;
+    d.one_core_share = std::min(1.0, m.core_peak_gflops / m.gemm_peak_gflops);
+    d.note += cat("; one core reaches ", m.core_peak_gflops, " GFLOP/s alone, ", d.one_core_share,
+                  " of the ", m.cores, "-core peak");
+  }
   return d;
+}
+
+double DeviceSpec::rank_peak_share(int ranks) const {
+  if (!shared_by_ranks || ranks <= 1) return 1.0;
+  if (cores <= 1 || one_core_share <= 0) return 1.0 / double(ranks);
+  if (ranks > cores) return one_core_share * double(cores) / double(ranks);
+  const double threads = double(cores / ranks);
+  return one_core_share + (1.0 - one_core_share) * (threads - 1.0) / double(cores - 1);
 }
 
 const char* plan_overlap_name(PlanOverlap o) { return o == PlanOverlap::Buckets ? "buckets" : "none"; }
@@ -667,10 +691,16 @@ PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions
   if (d.shared_by_ranks && o.ranks > 1) {
     const double n = double(o.ranks);
     for (Figure* f : {&share.memory_bytes, &share.memory_gbs, &share.link_gbs}) f->value /= n;
+    const double peak = d.rank_peak_share(o.ranks);
     for (auto* f : {&share.fp32, &share.tf32, &share.bf16, &share.fp16, &share.fp8})
-      if (*f) (*f)->value /= n;
+      if (*f) (*f)->value *= peak;
     r.notes.push_back(cat("the ", o.ranks, " ranks share ", d.name, ": each gets 1/", o.ranks,
-                          " of its peak, memory bandwidth, link and memory"));
+                          " of its memory bandwidth, link and memory, and ", peak, " of its peak",
+                          d.one_core_share > 0 ? cat(" (", std::max(1, d.cores / o.ranks),
+                                                     d.cores / o.ranks > 1 ? " threads" : " thread",
+                                                     " a rank; one core alone reaches ", d.one_core_share,
+                                                     " of the all-core peak)")
+                                               : std::string()));
   }
   r.capacity = share.memory_bytes;
   if (o.memory_cap_bytes && *o.memory_cap_bytes < r.capacity.value) r.capacity = {*o.memory_cap_bytes, FigureKind::Given};

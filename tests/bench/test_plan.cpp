@@ -53,6 +53,26 @@ TEST(Plan, ModelStatePerShardMode) {
   EXPECT_THROW(planned_model_state(P, ShardMode::None, 0), Error);
 }
 
+// The share of a shared device's peak a rank gets: 1/N without a per-core figure; with one, the
+// share its cores / N threads reach (one core's share, rising linearly to 1 with all cores), and
+// with more ranks than cores, one core's share split among the ranks that time-share it. A
+// catalogued device is one per rank.
+TEST(Plan, RanksGetThePeakTheirThreadsReach) {
+  DeviceSpec d;
+  d.shared_by_ranks = true;
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(1), 1.0);
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(4), 0.25);
+  d.cores = 2, d.one_core_share = 0.6;
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(1), 1.0);
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(2), 0.6);
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(4), 0.3);
+  d.cores = 8, d.one_core_share = 0.15;
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(2), 0.15 + 0.85 * 3.0 / 7.0);  // 4 threads a rank
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(8), 0.15);
+  EXPECT_DOUBLE_EQ(d.rank_peak_share(16), 0.075);
+  EXPECT_DOUBLE_EQ(catalog_device("h100").rank_peak_share(4), 1.0);
+}
+
 TEST(Plan, CommunicationBytesAndBuffers) {
   const int64_t P = 1200;
   for (ShardMode s : {ShardMode::None, ShardMode::Optimizer, ShardMode::Grads})

@@ -119,6 +119,7 @@ int cmd_plan(int argc, char** argv) {
           lora_targets_option("projections with LoRA adapters"),
           {"mem-gb", "memory per rank at most this many GB (1e9 bytes)", "", false, true},
           {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
+          {"core-peak-gflops", "with --peak-gflops: the same GEMM's peak on one thread (ranks then get what their threads reach)", "", false, true},
           {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
           {"comm", "this machine: `genperf bench comm --out` records (comma-separated), each used for jobs of its "
                    "rank count in place of the modeled link", "", false, true},
@@ -177,10 +178,15 @@ int cmd_plan(int argc, char** argv) {
     // This machine runs the precision its CPU has (bf16 falls back to f32 without AVX512-BF16).
     o.train.precision = effective_precision(o.train.precision);
     GP_CHECK(a.has("peak-gflops") == a.has("bandwidth-gbs"), "[plan] give both --peak-gflops and --bandwidth-gbs, or neither");
+    GP_CHECK(!a.has("core-peak-gflops") || a.has("peak-gflops"), "[plan] --core-peak-gflops goes with --peak-gflops (the all-thread peak)");
     MachineFigures m;
     if (a.has("peak-gflops")) {
       m.precision = o.train.precision;
       m.gemm_peak_gflops = a.number("peak-gflops");
+      if (a.has("core-peak-gflops")) {
+        m.core_peak_gflops = a.number("core-peak-gflops");
+        m.cores = num_threads();
+      }
       m.memory_gbs = a.number("bandwidth-gbs");
       m.memory_bytes = double(available_memory_bytes());
       m.kind = FigureKind::Given;
