@@ -54,6 +54,11 @@ ShardMode parse_shard_mode(std::string_view s);
 // inner edges fall on them (src/train/paged.h).
 inline constexpr size_t kWindowPageBytes = size_t(2) << 20;
 
+// The gradient buckets of a buffer of n values, [lo, hi) from its end (the order backward
+// finishes them): bucket_bytes each (at least one window page), their inner edges on window
+// pages, so that each bucket's pages can be given back without touching its neighbours'.
+std::vector<std::pair<size_t, size_t>> gradient_buckets(size_t n, size_t bucket_bytes);
+
 struct DistOptions {
   Communicator* comm = nullptr;          // null: one process
   ShardMode shard = ShardMode::None;

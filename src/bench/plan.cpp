@@ -320,7 +320,6 @@ size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, s
   const int64_t L = c.num_hidden_layers;
   const double E = double(c.vocab_size * c.hidden_size), layer = double(layer_params(c));
   const double P = double(c.num_parameters()), f = sizeof(float);
-  const double page = double(kWindowPageBytes) / f;
   // Each unit's ranges, and the values of the units held at once (the union of their ranges:
   // with tied embeddings the head's range is the embedding's). Counted in values, as the
   // system's 4 KiB pages hold them; where the kernel backs a window with 2 MiB pages, up to a
@@ -359,17 +358,12 @@ size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, s
   // than backward) the window then holds, when a unit is finished, the gradients from that
   // unit's start up to the top of the K lowest buckets started before (tied, the embedding's
   // too: the head writes them first, the last bucket takes them).
-  const double per = std::max(page, std::floor(double(bucket_bytes) / f / page) * page);
-  std::vector<double> bucket_lo;  // from the end of the buffer
-  for (double hi = P; hi > 0;) {
-    const double lo = hi > per ? std::floor((hi - per) / page) * page : 0;
-    bucket_lo.push_back(lo);
-    hi = lo;
-  }
+  const auto buckets = gradient_buckets(size_t(c.num_parameters()), bucket_bytes);
   const size_t K = DistOptions{}.inflight_buckets;
   auto top = [&](double from) {  // of the K lowest buckets that start at or after `from`
-    const size_t started = size_t(std::count_if(bucket_lo.begin(), bucket_lo.end(), [&](double lo) { return lo >= from; }));
-    return started <= K ? P : bucket_lo[started - K - 1];
+    const size_t started =
+        size_t(std::count_if(buckets.begin(), buckets.end(), [&](const auto& b) { return double(b.first) >= from; }));
+    return started <= K ? P : double(buckets[started - K - 1].first);
   };
   const double tied = c.tie_word_embeddings ? E : 0.0;
   double peak = 0, before = P;  // `before`: where the gradients were final at the previous point

@@ -45,6 +45,18 @@ std::vector<size_t> parts_of(size_t lo, size_t hi, const std::vector<size_t>& co
 
 }  // namespace
 
+std::vector<std::pair<size_t, size_t>> gradient_buckets(size_t n, size_t bucket_bytes) {
+  const size_t page = page_floats();
+  const size_t per = std::max<size_t>(page, bucket_bytes / sizeof(float) / page * page);
+  std::vector<std::pair<size_t, size_t>> buckets;
+  for (size_t hi = n; hi > 0;) {
+    const size_t lo = hi > per ? (hi - per) / page * page : 0;
+    buckets.emplace_back(lo, hi);
+    hi = lo;
+  }
+  return buckets;
+}
+
 const char* shard_mode_name(ShardMode m) {
   switch (m) {
     case ShardMode::Optimizer: return "optimizer";
@@ -133,15 +145,7 @@ void DataParallel::init(int64_t grad_accum) {
     shard_lo_ = std::min(P, size_t(rank()) * counts_[0]);
     shard_hi_ = shard_lo_ + counts_[size_t(rank())];
   }
-  // Buckets from the end of the buffer; their inner edges on page boundaries, so that each
-  // bucket's pages can be given back without touching its neighbours'.
-  const size_t page = page_floats();
-  const size_t per = std::max<size_t>(page, o_.bucket_bytes / sizeof(float) / page * page);
-  for (size_t hi = P; hi > 0;) {
-    const size_t lo = hi > per ? (hi - per) / page * page : 0;
-    buckets_.emplace_back(lo, hi);
-    hi = lo;
-  }
+  buckets_ = gradient_buckets(P, o_.bucket_bytes);
   // Sharded initialization: fully sharded, a rank writes only its shards of the parameters
   // (and of LoRA's frozen base); in every other mode the model holds them all.
   const bool full = o_.shard == ShardMode::Full && n > 1;

@@ -131,7 +131,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-
 // The part [lo, hi) of each tensor that a range of the flat buffer covers: f(tensor, its first
 // value in the range, one past its last).
 template <class F>
