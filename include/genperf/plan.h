@@ -174,7 +174,12 @@ struct PlanOptions {
   // base is frozen (4 bytes a parameter, 1/N of it a rank when fully sharded) and, fully
   // sharded, gathered in forward and backward.
   std::optional<LoraConfig> lora;
-  double efficiency = 0.7;       // of the device's peak that the step's matmuls reach
+  double efficiency = 0.7;       // of the device's peak (or of rank_gemm_gflops) that the step reaches
+  // This machine: the GFLOP/s one rank's matmuls reach at this job's shapes, timed
+  // (measure_rank_gemm_gflops). Compute is then planned at this rate times the efficiency instead of
+  // at the rank's share of the device's 2048^3 peak: small matmuls (few tokens a rank, or the thin
+  // products of the weight gradients) run well below that peak.
+  std::optional<double> rank_gemm_gflops;
   bool efficiency_given = false; // the user's figure (Given) rather than the default assumption
   double comm_efficiency = 1.0;  // of the link bandwidth that a collective reaches
   PlanOverlap overlap = PlanOverlap::Buckets;
@@ -185,6 +190,17 @@ struct PlanOptions {
   DType weight_dtype = DType::BF16, kv_dtype = DType::F32;
   void validate() const;  // throws "[plan] ..." naming the bad value
 };
+
+// The matmuls of one training step of `c` at o.batch x o.seq tokens a rank, timed now on this
+// machine as TrainModel runs them (ops::matmul_forward and matmul_backward, f32 or bf16 as
+// o.train.precision): one layer's four (fused QKV, output, fused gate-up, down) and the output
+// head, each forward and both gradients (LoRA: the frozen weights get no gradient), a warm-up
+// and then the median of 3 timings of each; FLOPs over seconds, the layers counted
+// num_hidden_layers times. A rank runs max(1, cores / o.ranks) threads; the ranks that fit the
+// cores run their matmuls at once, in step (so each gets what it gets beside the others: memory
+// bandwidth and cache are shared), and ranks beyond the cores take turns (the rate falls by the
+// share of ranks that run at once).
+double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int cores);
 
 // One way to run the job: memory per rank and predicted time (every figure modeled).
 struct ShardPlan {

@@ -4,14 +4,19 @@
 #include "genperf/plan.h"
 
 #include <algorithm>
+#include <barrier>
+#include <chrono>
 #include <cctype>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "bench/peaks.h"
 #include "genperf/error.h"
+#include "genperf/ops_train.h"
 #include "genperf/runtime.h"
 
 namespace genperf {
@@ -235,6 +240,83 @@ MachineFigures measure_this_machine(Precision p) {
   return m;
 }
 
+double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int cores) {
+  o.validate();
+  GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
+  const int threads = std::max(1, cores / o.ranks);
+  // The ranks that run at once (the others wait for a core): each times its own operands, in
+  // step with the others, so that the rate is what a rank gets beside them (memory bandwidth and
+  // cache shared), not alone.
+  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  const int64_t N = o.batch * o.seq, C = c.hidden_size, FF = c.intermediate_size;
+  const bool frozen = o.lora.has_value();  // LoRA: no gradient of the base weights
+  const bool bf16 = o.train.precision == Precision::Bf16;
+  struct Shape {
+    int64_t in, out, count;
+  };
+  const Shape shapes[] = {{C, c.q_dim() + 2 * c.kv_dim(), c.num_hidden_layers},
+                          {c.q_dim(), C, c.num_hidden_layers},
+                          {C, 2 * FF, c.num_hidden_layers},
+                          {FF, C, c.num_hidden_layers},
+                          {C, c.vocab_size, 1}};
+  constexpr int kReps = 3;
+  double flops = 0;
+  for (const Shape& s : shapes)
+    flops += 2.0 * double(N) * double(s.in) * double(s.out) * (frozen ? 2.0 : 3.0) * double(s.count);
+  std::vector<double> seconds(size_t(together), 0.0);
+  std::barrier sync(together);
+  auto rank = [&](int r) {
+    set_num_threads(threads);  // OpenMP's thread count is each thread's own
+    int64_t most_in = 0, most_out = 0, most_w = 0;
+    for (const Shape& s : shapes) {
+      most_in = std::max(most_in, s.in);
+      most_out = std::max(most_out, s.out);
+      most_w = std::max(most_w, s.in * s.out);
+    }
+    // Values of no consequence to the time (no denormals, no NaN).
+    std::vector<float> inp(size_t(N * most_in), 0.01f), dout(size_t(N * most_out), 0.01f), w(size_t(most_w), 0.01f);
+    std::vector<float> out(static_cast<size_t>(N * most_out)), dinp(static_cast<size_t>(N * most_in)),
+        dw(static_cast<size_t>(most_w));
+    std::vector<uint16_t> b_inp, b_dout, b_w;
+    ops::Bf16Scratch scratch;
+    if (bf16) {
+      b_inp.resize(size_t(N * most_in));
+      b_dout.resize(size_t(N * most_out));
+      b_w.resize(size_t(most_w));
+      scratch = {b_inp, b_dout, b_w};
+    }
+    for (const Shape& s : shapes) {
+      auto run = [&] {
+        ops::matmul_forward(out.data(), inp.data(), w.data(), static_cast<const float*>(nullptr), N, s.in, s.out,
+                            bf16 ? &scratch : nullptr);
+        ops::matmul_backward(dinp.data(), frozen ? nullptr : dw.data(), static_cast<float*>(nullptr), dout.data(),
+                             inp.data(), w.data(), N, s.in, s.out, bf16 ? &scratch : nullptr);
+      };
+      run();  // warm-up: oneDNN's primitive for the shape, first touch of the operands
+      double t[kReps];
+      for (double& x : t) {
+        sync.arrive_and_wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        run();
+        x = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      std::sort(t, t + kReps);
+      seconds[size_t(r)] += t[kReps / 2] * double(s.count);
+    }
+  };
+  const int before = num_threads();
+  {
+    std::vector<std::jthread> others;
+    for (int r = 1; r < together; ++r) others.emplace_back(rank, r);
+    rank(0);
+  }
+  set_num_threads(before);
+  // Ranks beyond those that run at once take turns on the cores.
+  const double shared = double(together) / double(o.ranks);
+  const double mean_s = std::accumulate(seconds.begin(), seconds.end(), 0.0) / double(together);
+  return flops / mean_s / 1e9 * shared;
+}
+
 DeviceSpec this_machine(const MachineFigures& m) {
   GP_CHECK(m.gemm_peak_gflops > 0 && m.memory_gbs > 0 && m.memory_bytes > 0,
            "[plan] this machine's figures must be positive, got GEMM peak ", m.gemm_peak_gflops,
@@ -399,6 +481,8 @@ void PlanOptions::validate() const {
   GP_CHECK(comm_efficiency > 0 && comm_efficiency <= 1, "[plan] --comm-efficiency must be in (0, 1], got ",
            comm_efficiency);
   GP_CHECK(bucket_bytes > 0, "[plan] the gradient bucket must be positive");
+  GP_CHECK(!rank_gemm_gflops || *rank_gemm_gflops > 0, "[plan] a rank's GEMM rate must be positive, got ",
+           rank_gemm_gflops ? *rank_gemm_gflops : 0.0);
   GP_CHECK(!memory_cap_bytes || *memory_cap_bytes > 0, "[plan] --mem-gb must be positive, got ",
            memory_cap_bytes ? *memory_cap_bytes / 1e9 : 0.0);
 }
@@ -463,6 +547,7 @@ Json PlanResult::to_json() const {
       {"assumptions",
        Json::Object{{"efficiency", Figure{o.efficiency, o.efficiency_given ? FigureKind::Given : FigureKind::Modeled}.to_json()},
                     {"comm_efficiency", o.comm_efficiency},
+                    {"rank_gemm_gflops", o.rank_gemm_gflops ? Figure{*o.rank_gemm_gflops, FigureKind::Measured}.to_json() : Json()},
                     {"overlap", plan_overlap_name(o.overlap)},
                     {"bucket_bytes", int64_t(o.bucket_bytes)},
                     {"adamw_bytes_per_param", kAdamWBytesPerParam},
@@ -541,10 +626,12 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   const std::optional<Figure> peak = d.peak_tflops(o.train.precision);
   if (!peak) return p;
   p.timed = true;
-  p.compute_s = p.flops / (peak->value * 1e12 * o.efficiency);
+  // FLOP/s of the step: the matmuls' rate at this job's shapes where it was timed, else the peak.
+  const double rate = (o.rank_gemm_gflops ? *o.rank_gemm_gflops * 1e9 : peak->value * 1e12) * o.efficiency;
+  p.compute_s = p.flops / rate;
   // Forward is a third of full training's step (LoRA's forward is the same); backward the rest
   // (and the recompute).
-  const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / (peak->value * 1e12 * o.efficiency);
+  const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / rate;
   const double backward_s = p.compute_s - forward_s;
   const double owned = double(s == ShardMode::None ? size_t(P) : ceil_div(P, N));
   p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
@@ -689,13 +776,18 @@ PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions
     for (auto* f : {&share.fp32, &share.tf32, &share.bf16, &share.fp16, &share.fp8})
       if (*f) (*f)->value *= peak;
     r.notes.push_back(cat("the ", o.ranks, " ranks share ", d.name, ": each gets 1/", o.ranks,
-                          " of its memory bandwidth, link and memory, and ", peak, " of its peak",
-                          d.one_core_share > 0 ? cat(" (", std::max(1, d.cores / o.ranks),
-                                                     d.cores / o.ranks > 1 ? " threads" : " thread",
-                                                     " a rank; one core alone reaches ", d.one_core_share,
-                                                     " of the all-core peak)")
-                                               : std::string()));
+                          " of its memory bandwidth, link and memory",
+                          o.rank_gemm_gflops ? std::string()
+                          : cat(", and ", peak, " of its peak",
+                                d.one_core_share > 0 ? cat(" (", std::max(1, d.cores / o.ranks),
+                                                           d.cores / o.ranks > 1 ? " threads" : " thread",
+                                                           " a rank; one core alone reaches ", d.one_core_share,
+                                                           " of the all-core peak)")
+                                                     : std::string())));
   }
+  if (o.rank_gemm_gflops && !o.inference)
+    r.notes.push_back(cat("compute at ", sig(*o.rank_gemm_gflops), " GFLOP/s a rank x ", o.efficiency,
+                          ": the rate this job's matmuls reached, timed at its shapes on this machine (measured)"));
   r.capacity = share.memory_bytes;
   if (o.memory_cap_bytes && *o.memory_cap_bytes < r.capacity.value) r.capacity = {*o.memory_cap_bytes, FigureKind::Given};
   if (o.inference) {

@@ -27,6 +27,16 @@ PlanOptions options(int ranks, int64_t batch, int64_t seq) {
   return o;
 }
 
+// A machine of 400 GFLOP/s f32, 80 GB/s and 16 GB.
+MachineFigures machine() {
+  MachineFigures m;
+  m.precision = Precision::F32;
+  m.gemm_peak_gflops = 400;
+  m.memory_gbs = 80;
+  m.memory_bytes = 16e9;
+  return m;
+}
+
 const ShardPlan& find(const std::vector<ShardPlan>& plans, ShardMode s) {
   for (const ShardPlan& p : plans)
     if (p.shard == s) return p;
@@ -317,11 +327,7 @@ TEST(Plan, UnpublishedPeakPlansMemoryOnly) {
 }
 
 TEST(Plan, ThisMachineIsLabelledMeasured) {
-  MachineFigures m;
-  m.precision = Precision::F32;
-  m.gemm_peak_gflops = 400;
-  m.memory_gbs = 80;
-  m.memory_bytes = 16e9;
+  MachineFigures m = machine();
   const DeviceSpec d = this_machine(m);
   EXPECT_EQ(d.id, "cpu");
   ASSERT_TRUE(d.fp32);
@@ -347,6 +353,31 @@ TEST(Plan, ThisMachineIsLabelledMeasured) {
   m.memory_gbs = 0;
   EXPECT_THROW(this_machine(m), Error);
   EXPECT_GT(available_memory_bytes(), size_t(0));
+}
+
+// The job's own matmuls, timed: a rank's rate replaces its share of the 2048^3 peak, and falls
+// when ranks outnumber the cores (they take turns).
+TEST(Plan, ComputeAtTheRateOfTheJobsMatmuls) {
+  const MachineFigures m = machine();
+  const DeviceSpec d = this_machine(m);
+  const LlamaConfig c = preset_config("tiny");
+  PlanOptions o = options(2, 1, 32);
+  o.overlap = PlanOverlap::None;
+  o.rank_gemm_gflops = 12.5;
+  const PlanResult r = plan_job(c, d, o);
+  for (const ShardPlan& p : r.plans) EXPECT_DOUBLE_EQ(p.compute_s, p.flops / (12.5e9 * 0.7)) << shard_mode_name(p.shard);
+  Json j = r.to_json();
+  ASSERT_TRUE(j["assumptions"]["rank_gemm_gflops"].is_object());
+  EXPECT_EQ(j["assumptions"]["rank_gemm_gflops"]["kind"].as_string(), "measured");
+
+  const double one = measure_rank_gemm_gflops(c, options(1, 1, 32), 1);
+  EXPECT_GT(one, 0.1);
+  EXPECT_LT(one, 1e5);
+  // Four ranks on one core: each gets at most a quarter of it (timing noise aside, well under one).
+  const double shared = measure_rank_gemm_gflops(c, options(4, 1, 32), 1);
+  EXPECT_LT(shared, 0.5 * one);
+  o.rank_gemm_gflops = -1;
+  EXPECT_THROW(o.validate(), Error);
 }
 
 TEST(Plan, InferenceWeightsAndKvCache) {

@@ -121,6 +121,8 @@ int cmd_plan(int argc, char** argv) {
           {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
           {"core-peak-gflops", "with --peak-gflops: the same GEMM's peak on one thread (ranks then get what their threads reach)", "", false, true},
           {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
+          {"no-gemm-probe", "this machine: plan compute at the ranks' share of the 2048^3 GEMM peak instead of "
+                            "timing the job's own matmuls at its shapes", "", true},
           {"comm", "this machine: `genperf bench comm --out` records (comma-separated), each used for jobs of its "
                    "rank count in place of the modeled link", "", false, true},
           {"inference", "plan inference instead: weights and KV cache", "", true},
@@ -209,6 +211,9 @@ int cmd_plan(int argc, char** argv) {
     d.collectives.reset();
     for (const CollectiveFigures& f : measured)
       if (f.ranks == n) d.collectives = f;
+    // This machine: the job's matmuls timed at its shapes, with the threads a rank runs.
+    o.rank_gemm_gflops.reset();
+    if (cpu && !o.inference && !a.flag("no-gemm-probe")) o.rank_gemm_gflops = measure_rank_gemm_gflops(c, o, num_threads());
     PlanResult r = plan_job(c, d, o);
     r.model = spec;
     if (!json) {
