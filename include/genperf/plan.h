@@ -144,6 +144,10 @@ int64_t largest_unit_params(const LlamaConfig& c);
 // each), and for full the frozen base's window, which holds what the parameter window does.
 size_t planned_comm_buffer_bytes(const LlamaConfig& c, ShardMode s, int ranks, size_t bucket_bytes,
                                  const LoraConfig* lora = nullptr);
+// Bytes the windows take in per step and rank (the whole of each pass through them): grads, the
+// gradients once (4 P); full, the parameters gathered in forward and again in backward and the
+// gradients (12 P), with LoRA also the frozen base gathered twice (8 F). 0 on 1 rank or unsharded.
+double planned_window_fill_bytes(int64_t P, int64_t F, ShardMode s, int ranks, bool lora);
 // FLOPs per rank of one step: train_step_flops (with LoRA when given), plus with layer
 // checkpointing the layers' forward again (a third of full training's step less the output head's).
 double planned_step_flops(const LlamaConfig& c, int64_t batch, int64_t seq, bool checkpoint_layers,
@@ -215,6 +219,10 @@ struct ShardPlan {
   double flops = 0, comm_bytes = 0;
   bool timed = false;  // false when the device publishes no peak of the precision
   double compute_s = 0, optimizer_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0, tokens_per_s = 0;
+  // This machine, ZeRO-2 and -3: the windows' pages, given back after use, come back as zeros the
+  // next time they are written (src/train/paged.h): the kernel writes each byte a window takes in
+  // a step once more, at the rank's memory bandwidth (planned_window_fill_bytes).
+  double window_fill_s = 0;
   Json to_json() const;
 };
 

@@ -508,6 +508,7 @@ Json ShardPlan::to_json() const {
   if (timed) {
     j["compute_s"] = compute_s;
     j["optimizer_s"] = optimizer_s;
+    j["window_fill_s"] = window_fill_s;
     j["comm_s"] = comm_s;
     j["exposed_comm_s"] = exposed_comm_s;
     j["step_s"] = step_s;
@@ -610,6 +611,13 @@ ShardPlan plan_memory(const LlamaConfig& c, const PlanOptions& o, double capacit
   return p;
 }
 
+double planned_window_fill_bytes(int64_t P, int64_t F, ShardMode s, int ranks, bool lora) {
+  if (ranks <= 1) return 0;
+  if (s == ShardMode::Grads) return 4.0 * double(P);
+  if (s == ShardMode::Full) return 12.0 * double(P) + (lora ? 8.0 * double(F) : 0.0);
+  return 0;
+}
+
 namespace {
 
 ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions& o, double capacity,
@@ -675,7 +683,9 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
       }
     }
   }
-  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s;
+  if (d.shared_by_ranks)  // a catalogued accelerator's memory would be a caching allocator's: no faults
+    p.window_fill_s = planned_window_fill_bytes(P, F, s, N, lora != nullptr) / (d.memory_gbs.value * 1e9);
+  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s + p.window_fill_s;
   p.tokens_per_s = double(N) * double(o.batch * o.seq) / p.step_s;
   return p;
 }

@@ -8,10 +8,11 @@
 // and a rank's collective is usually issued well before its peers reach theirs (a prefetched
 // gather waits for a layer of their compute). Spinning then takes a core from the compute of a
 // rank on the same node: on this 2-core VM, 2 ranks fully sharded stepped 143 ms where they step
-// 122 ms with OpenMPI's yielding progress and less with this wait (DISTRIBUTED.md). Each call is
-// non-blocking and then polled (MPI_Testall): a few tens of microseconds of spinning, for a peer
-// that is already there, then sleeps that grow to kMaxPollSleep, so that an idle wait costs a
-// poll every tenth of a millisecond.
+// 122 ms with OpenMPI's yielding progress (mpi_yield_when_idle) and 123 ms with this wait
+// (DISTRIBUTED.md). Each call is non-blocking and then polled (MPI_Testall): 20 us of spinning,
+// for a peer that is already there, then sleeps of a twentieth of the time waited (at most
+// 0.1 ms), so that an idle wait costs a poll every tenth of a millisecond.
+// GENPERF_COMM_WAIT=spin polls without sleeping (for ranks with a core to spare).
 #include "comm/comm_internal.h"
 
 #ifdef GENPERF_HAVE_MPI
@@ -20,11 +21,15 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <numeric>
+#include <string_view>
 #include <thread>
 #include <time.h>
 #ifdef __linux__
@@ -39,6 +44,12 @@ namespace {
 class MpiComm final : public Communicator {
  public:
   MpiComm() {
+    // How the communication thread waits: polls with sleeps (the default), or spinning.
+    if (const char* e = std::getenv("GENPERF_COMM_WAIT"); e && *e) {
+      GP_CHECK(std::string_view(e) == "spin" || std::string_view(e) == "sleep",
+               "[comm] GENPERF_COMM_WAIT must be spin or sleep, got '", e, "'");
+      spin_ = std::string_view(e) == "spin";
+    }
     int initialized = 0;
     MPI_Initialized(&initialized);
     GP_CHECK(!initialized, "[comm] MPI was initialized outside genperf");
@@ -90,7 +101,7 @@ class MpiComm final : public Communicator {
   }
   CommHandle all_reduce(double* buf, size_t n) override {
     count(2.0 * double(n) * sizeof(double) * double(size_ - 1) / double(size_));
-    return enqueue(cat("all-reduce of ", n, " doubles"), [=] { allreduce(buf, n, MPI_DOUBLE, sizeof(double)); });
+    return enqueue(cat("all-reduce of ", n, " doubles"), [=, this] { allreduce(buf, n, MPI_DOUBLE, sizeof(double)); });
   }
 
   CommHandle reduce_scatter(float* buf, std::vector<size_t> counts) override {
@@ -102,13 +113,13 @@ class MpiComm final : public Communicator {
   CommHandle all_gather(float* buf, std::vector<size_t> counts) override {
     const Segments s = segments(counts, "all-gather");
     count(double(s.total - counts[size_t(rank_)]) * sizeof(float));
-    return enqueue(cat("all-gather of ", s.total, " floats"), [buf, s] { all_gatherv(buf, s); });
+    return enqueue(cat("all-gather of ", s.total, " floats"), [this, buf, s] { all_gatherv(buf, s); });
   }
 
   CommHandle broadcast(void* buf, size_t bytes, int root) override {
     GP_CHECK(root >= 0 && root < size_, "[comm] broadcast from rank ", root, " in a job of ", size_, " ranks");
     count(double(bytes) * double(size_ - 1) / double(size_));
-    return enqueue(cat("broadcast of ", bytes, " bytes from rank ", root), [=] {
+    return enqueue(cat("broadcast of ", bytes, " bytes from rank ", root), [=, this] {
       auto* p = static_cast<char*>(buf);
       for (size_t done = 0; done < bytes;) {
         const size_t n = std::min<size_t>(bytes - done, size_t(INT_MAX));
@@ -121,7 +132,7 @@ class MpiComm final : public Communicator {
   }
 
   void barrier() override {
-    enqueue("barrier", [] {
+    enqueue("barrier", [this] {
       MPI_Request req;
       MPI_Ibarrier(MPI_COMM_WORLD, &req);
       wait(&req, 1);
@@ -188,7 +199,7 @@ class MpiComm final : public Communicator {
     }
   }
 
-  static void allreduce(void* buf, size_t n, MPI_Datatype type, size_t elem) {
+  void allreduce(void* buf, size_t n, MPI_Datatype type, size_t elem) {
     auto* p = static_cast<char*>(buf);
     for (size_t done = 0; done < n;) {
       const size_t k = std::min<size_t>(n - done, size_t(1) << 30);
@@ -199,25 +210,31 @@ class MpiComm final : public Communicator {
     }
   }
 
-  static void all_gatherv(float* buf, const Segments& s) {
+  void all_gatherv(float* buf, const Segments& s) {
     MPI_Request req;
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, s.counts.data(), s.displs.data(), MPI_FLOAT,
                     MPI_COMM_WORLD, &req);
     wait(&req, 1);
   }
 
-  // Polls the requests to completion: spinning for kSpinPolls polls, then sleeping between polls,
-  // from kMinPollSleep doubling to kMaxPollSleep (file comment).
-  static void wait(MPI_Request* req, int n) {
-    long sleep_ns = kMinPollSleepNs;
-    for (int polls = 0;; ++polls) {
+  // Polls the requests to completion: spinning for the first kSpinNs, then sleeping between polls
+  // for a twentieth of the time waited so far, from kMinPollSleepNs up to kMaxPollSleepNs (file
+  // comment): a wait overshoots its end by at most about 5%, and a long one costs a poll every
+  // tenth of a millisecond. With GENPERF_COMM_WAIT=spin, never sleeping.
+  void wait(MPI_Request* req, int n) const {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    for (;;) {
       int done = 0;
       MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
-      if (done) return;
-      if (polls < kSpinPolls) continue;
-      const timespec ts{0, sleep_ns};
+      if (done || spin_) {
+        if (done) return;
+        continue;
+      }
+      const long waited = long(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+      if (waited < kSpinNs) continue;
+      const timespec ts{0, std::clamp(waited / 20, kMinPollSleepNs, kMaxPollSleepNs)};
       nanosleep(&ts, nullptr);
-      sleep_ns = std::min(2 * sleep_ns, kMaxPollSleepNs);
     }
   }
 
@@ -259,12 +276,13 @@ class MpiComm final : public Communicator {
   static constexpr size_t kRingBytes = size_t(256) << 10;  // all-reduces from here on go round the ring
   static constexpr size_t kChunk = size_t(1) << 20;       // floats a message of the ring (4 MiB)
   static constexpr int kRingTag = 0x6770;
-  static constexpr int kSpinPolls = 200;               // about 20-50 us of polls before the first sleep
+  static constexpr long kSpinNs = 20'000;  // polls in a row before the first sleep
   static constexpr long kMinPollSleepNs = 5'000;
   static constexpr long kMaxPollSleepNs = 100'000;
   std::vector<float> scratch_;  // the ring's receive buffer (worker thread only)
   int rank_ = 0, size_ = 1;
   bool multiple_ = false;
+  bool spin_ = false;  // GENPERF_COMM_WAIT=spin
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

@@ -195,6 +195,7 @@ TEST(Plan, StepTimeModel) {
     EXPECT_DOUBLE_EQ(p.compute_s, p.flops / (67e12 * 0.7));  // f32 runs at the fp32 peak
     EXPECT_DOUBLE_EQ(p.comm_s, p.comm_bytes / 450e9);
     EXPECT_DOUBLE_EQ(p.exposed_comm_s, p.comm_s);  // nothing overlaps
+    EXPECT_DOUBLE_EQ(p.window_fill_s, 0.0);  // an accelerator's windows are not paged
     EXPECT_DOUBLE_EQ(p.step_s, p.compute_s + p.optimizer_s + p.exposed_comm_s);
     EXPECT_DOUBLE_EQ(p.tokens_per_s, 4.0 * 2 * 256 / p.step_s);
   }
@@ -350,6 +351,17 @@ TEST(Plan, ThisMachineIsLabelledMeasured) {
   EXPECT_DOUBLE_EQ(p.compute_s, p.flops / (0.2e12 * 0.7));
   EXPECT_DOUBLE_EQ(p.comm_s, p.comm_bytes / (40e9 / kShmPassesPerByte));
   EXPECT_DOUBLE_EQ(p.optimizer_s, kAdamWBytesPerParam * double(c.num_parameters()) / 40e9);
+  // The windows refill as zeros each step: the gradients once (grads), parameters twice and
+  // gradients once (full), at the rank's bandwidth.
+  const double P = double(c.num_parameters());
+  EXPECT_DOUBLE_EQ(p.window_fill_s, 0.0);
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::Optimizer).window_fill_s, 0.0);
+  EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::Grads).window_fill_s, 4 * P / 40e9);
+  const ShardPlan& full = find(r.plans, ShardMode::Full);
+  EXPECT_DOUBLE_EQ(full.window_fill_s, 12 * P / 40e9);
+  EXPECT_DOUBLE_EQ(full.step_s, full.compute_s + full.optimizer_s + full.exposed_comm_s + full.window_fill_s);
+  EXPECT_DOUBLE_EQ(planned_window_fill_bytes(100, 1000, ShardMode::Full, 2, true), 1200.0 + 8000.0);
+  EXPECT_DOUBLE_EQ(planned_window_fill_bytes(100, 1000, ShardMode::Full, 1, true), 0.0);
   m.memory_gbs = 0;
   EXPECT_THROW(this_machine(m), Error);
   EXPECT_GT(available_memory_bytes(), size_t(0));
