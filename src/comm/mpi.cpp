@@ -7,9 +7,9 @@
 // The thread never sits in a blocking call: OpenMPI's blocking calls spin on its progress engine,
 // and a rank's collective is usually issued well before its peers reach theirs (a prefetched
 // gather waits for a layer of their compute). Spinning then takes a core from the compute of a
-// rank on the same node: on this 2-core VM, 2 ranks fully sharded stepped 143 ms where they step
-// 122 ms with OpenMPI's yielding progress (mpi_yield_when_idle) and 123 ms with this wait
-// (DISTRIBUTED.md). Each call is non-blocking and then polled (MPI_Testall): 20 us of spinning,
+// rank on the same node: on this 2-core VM, 2 ranks fully sharded at a small shape stepped 1.13x
+// as long spinning as with this wait (bench/comm_wait.py, DISTRIBUTED.md; OpenMPI's own
+// mpi_yield_when_idle helps too). Each call is non-blocking and then polled (MPI_Testall): 20 us of spinning,
 // for a peer that is already there, then sleeps of a twentieth of the time waited (at most
 // 0.1 ms), so that an idle wait costs a poll every tenth of a millisecond.
 // GENPERF_COMM_WAIT=spin polls without sleeping (for ranks with a core to spare).
@@ -227,10 +227,8 @@ class MpiComm final : public Communicator {
     for (;;) {
       int done = 0;
       MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
-      if (done || spin_) {
-        if (done) return;
-        continue;
-      }
+      if (done) return;
+      if (spin_) continue;
       const long waited = long(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
       if (waited < kSpinNs) continue;
       const timespec ts{0, std::clamp(waited / 20, kMinPollSleepNs, kMaxPollSleepNs)};

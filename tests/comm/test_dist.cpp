@@ -129,6 +129,9 @@ class Mpi : public ::testing::Test {
     have_ = run_command("mpirun --version >/dev/null 2>&1") == 0;
     if (!have_) return;
     dir_ = new TempDir("dist");
+    // OpenMPI's session directory under this process's own: concurrent jobs (ctest -j) that share
+    // /tmp/ompi.<host>.<uid> race, one removing it while another creates its job's directory in it.
+    setenv("OMPI_MCA_orte_tmpdir_base", dir_->path().c_str(), 1);
     const std::string kjv = *dir_ / "kjv.txt";
     ASSERT_EQ(run_command("bash " + std::string(GENPERF_TEST_DIR) + "/../scripts/data/kjv.sh " + kjv), 0)
         << "needs Debian's bible-kjv: run scripts/deps.sh";

@@ -246,6 +246,7 @@ TEST_F(StudyCli, BadInputNamesTheFileAndLeavesNothing) {
 // missing a record (interrupted) runs that workload alone when started again.
 TEST_F(StudyCli, TheQuickSuiteRunsStoresAndResumes) {
   setenv("ASAN_OPTIONS", "detect_leaks=0", 1);  // OpenMPI's own allocations, in the sanitizer build
+  setenv("OMPI_MCA_orte_tmpdir_base", tmp_.path().c_str(), 1);  // OpenMPI's session directory: test_dist.cpp
   const std::string& models = kModels;
   const std::string out = tmp_ / "study";
   CliResult r = run_genperf("study --suite quick --out " + out + " --models " + models, tmp_);
