@@ -110,7 +110,8 @@ int cmd_plan(int argc, char** argv) {
           {"precision", "f32, or bf16 mixed precision (f32 master weights and optimizer state)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward (the other setting is planned too)", "", true},
           {"attn", "attention: flash or naive", "flash"},
-          {"efficiency", "fraction of the device's peak the step reaches (default 0.7, an assumption)", "", false, true},
+          {"efficiency", "fraction of the device's peak (on this machine: of the rate the job's matmuls reach, timed) "
+                         "the step reaches (default 0.7, an assumption)", "", false, true},
           {"comm-efficiency", "fraction of the link bandwidth a collective reaches", "1"},
           {"overlap", "communication hidden behind backward: buckets or none (default: buckets on a catalogued "
                       "device, none on this machine)", "", false, true},
