@@ -179,12 +179,12 @@ struct PlanOptions {
   // sharded, gathered in forward and backward.
   std::optional<LoraConfig> lora;
   double efficiency = 0.7;       // of the device's peak (or of rank_gemm_gflops) that the step reaches
+  bool efficiency_given = false; // the user's figure (Given) rather than the default assumption
   // This machine: the GFLOP/s one rank's matmuls reach at this job's shapes, timed
   // (measure_rank_gemm_gflops). Compute is then planned at this rate times the efficiency instead of
   // at the rank's share of the device's 2048^3 peak: small matmuls (few tokens a rank, or the thin
   // products of the weight gradients) run well below that peak.
   std::optional<double> rank_gemm_gflops;
-  bool efficiency_given = false; // the user's figure (Given) rather than the default assumption
   double comm_efficiency = 1.0;  // of the link bandwidth that a collective reaches
   PlanOverlap overlap = PlanOverlap::Buckets;
   size_t bucket_bytes = size_t(25) << 20;

@@ -261,18 +261,17 @@ double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int 
                           {C, c.vocab_size, 1}};
   constexpr int kReps = 3;
   double flops = 0;
-  for (const Shape& s : shapes)
+  int64_t most_in = 0, most_out = 0, most_w = 0;  // each rank's operands fit every shape
+  for (const Shape& s : shapes) {
     flops += 2.0 * double(N) * double(s.in) * double(s.out) * (frozen ? 2.0 : 3.0) * double(s.count);
+    most_in = std::max(most_in, s.in);
+    most_out = std::max(most_out, s.out);
+    most_w = std::max(most_w, s.in * s.out);
+  }
   std::vector<double> seconds(size_t(together), 0.0);
   std::barrier sync(together);
   auto rank = [&](int r) {
     set_num_threads(threads);  // OpenMP's thread count is each thread's own
-    int64_t most_in = 0, most_out = 0, most_w = 0;
-    for (const Shape& s : shapes) {
-      most_in = std::max(most_in, s.in);
-      most_out = std::max(most_out, s.out);
-      most_w = std::max(most_w, s.in * s.out);
-    }
     // Values of no consequence to the time (no denormals, no NaN).
     std::vector<float> inp(size_t(N * most_in), 0.01f), dout(size_t(N * most_out), 0.01f), w(size_t(most_w), 0.01f);
     std::vector<float> out(static_cast<size_t>(N * most_out)), dinp(static_cast<size_t>(N * most_in)),
@@ -785,15 +784,17 @@ PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions
     const double peak = d.rank_peak_share(o.ranks);
     for (auto* f : {&share.fp32, &share.tf32, &share.bf16, &share.fp16, &share.fp8})
       if (*f) (*f)->value *= peak;
+    // The peak's share matters only where the job's matmuls were not timed.
+    std::string of_peak;
+    if (!o.rank_gemm_gflops) {
+      const int threads = std::max(1, d.cores / o.ranks);
+      of_peak = cat(", and ", peak, " of its peak");
+      if (d.one_core_share > 0)
+        of_peak += cat(" (", threads, threads > 1 ? " threads" : " thread", " a rank; one core alone reaches ",
+                       d.one_core_share, " of the all-core peak)");
+    }
     r.notes.push_back(cat("the ", o.ranks, " ranks share ", d.name, ": each gets 1/", o.ranks,
-                          " of its memory bandwidth, link and memory",
-                          o.rank_gemm_gflops ? std::string()
-                          : cat(", and ", peak, " of its peak",
-                                d.one_core_share > 0 ? cat(" (", std::max(1, d.cores / o.ranks),
-                                                           d.cores / o.ranks > 1 ? " threads" : " thread",
-                                                           " a rank; one core alone reaches ", d.one_core_share,
-                                                           " of the all-core peak)")
-                                                     : std::string())));
+                          " of its memory bandwidth, link and memory", of_peak));
   }
   if (o.rank_gemm_gflops && !o.inference)
     r.notes.push_back(cat("compute at ", sig(*o.rank_gemm_gflops), " GFLOP/s a rank x ", o.efficiency,

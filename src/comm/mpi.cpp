@@ -9,9 +9,9 @@
 // gather waits for a layer of their compute). Spinning then takes a core from the compute of a
 // rank on the same node: on this 2-core VM, 2 ranks fully sharded at a small shape stepped 1.13x
 // as long spinning as with this wait (bench/comm_wait.py, DISTRIBUTED.md; OpenMPI's own
-// mpi_yield_when_idle helps too). Each call is non-blocking and then polled (MPI_Testall): 20 us of spinning,
-// for a peer that is already there, then sleeps of a twentieth of the time waited (at most
-// 0.1 ms), so that an idle wait costs a poll every tenth of a millisecond.
+// mpi_yield_when_idle helps too). Each call is non-blocking and then polled (MPI_Testall): 20 us
+// of spinning, for a peer that is already there, then sleeps of a twentieth of the time waited
+// (at most 0.1 ms), so that an idle wait costs a poll every tenth of a millisecond.
 // GENPERF_COMM_WAIT=spin polls without sleeping (for ranks with a core to spare).
 #include "comm/comm_internal.h"
 
