@@ -52,8 +52,8 @@ Map dust_field(const DustFieldSpec& spec);
 // not null, receives the FITS image (its WCS, unit and header cards; pixels moved out). Errors
 // name the file.
 Map read_map(const std::string& path, FitsImage* fits = nullptr);
-// Named maps from a spec: comma-separated files or directories (their .fits, .fit, .fits.gz and
-// .png files, sorted by name), or synthetic:N[:size[:seed[:mixed]]] (N dust fields of seeds
+// Named maps from a spec, a comma-separated list of: files; directories (their .fits, .fit,
+// .fits.gz and .png files, sorted by name); synthetic:N[:size[:seed[:mixed]]] (N dust fields of seeds
 // seed .. seed + N - 1, size 256 and seed 1 unless given; the default spectrum, or with "mixed"
 // a slope in -3 .. -2.5 and sigma_ln in 0.3 .. 1 drawn from each seed).
 std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec);

@@ -17,13 +17,15 @@ struct SRMapScore {
   std::string name;
   int64_t size = 0;  // the side of the square scored
   double psnr_mean = 0, psnr_one = 0, psnr_bicubic = 0;  // dB: the mean of the samples, one sample
-  SpectrumScore spectrum, spectrum_bicubic;              // of one sample (a mean smooths the small scales)
+  SpectrumScore spectrum, spectrum_bicubic;  // of the samples (a mean would smooth the small scales)
   double w1 = 0, w1_bicubic = 0;                         // Wasserstein-1 of one sample's values
   double consistency = 0, consistency_bicubic = 0;       // of the mean
-  double coverage = 0;                                   // of the samples' mean and sd
+  double coverage = 0;             // of the samples' mean and sd: |truth - mean| <= sd
+  double coverage_predictive = 0;  // of their 68% predictive interval (sr_metrics.h)
   double ssim_mean = 0, ssim_bicubic = 0;                // of the mean
   double minkowski = 0;  // one sample's functionals' distance from the truth's, over bicubic's (< 1: closer)
   double seconds = 0, flops = 0;
+  bool pooled = false;  // a mean over maps whose spectra were pooled (one side): R(k) of the set
 };
 
 // Scores each named map: its largest centred square whose side is a power of two (the spectra
@@ -33,8 +35,9 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
                                     const Degradation& d, const UpscaleOptions& o,
                                     const std::function<void(size_t, size_t)>& progress = {});
 
-// The mean over maps of each figure (the spectra's ratios left empty; the name "mean", the size
-// the largest scored): one score for a set of maps, as sr eval's record states it.
-SRMapScore mean_score(const std::vector<SRMapScore>& scores);
+// The mean over maps of each figure (the name "mean", the size the largest scored). Maps of one
+// side pool their spectra instead (R(k) = the sum of <P_sr> over the sum of P_hr; pooled_spectrum_score):
+// the set's R(k), less noisy than any map's. One score for a set of maps, as sr eval's record states it.
+SRMapScore mean_score(const std::vector<SRMapScore>& scores, int64_t scale);
 
 }  // namespace genperf::sr

@@ -4,6 +4,7 @@
 // uncertainty (coverage). Maps are genperf::sr::Map; spectra need sides that are powers of two.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "genperf/sr.h"
@@ -21,12 +22,22 @@ std::vector<double> power_spectrum(const Map& m);
 std::vector<double> spectrum_correlation(const Map& a, const Map& b);
 
 struct SpectrumScore {
-  std::vector<double> ratio;  // R(k) = P_sr(k) / P_hr(k), k = 0 .. n/2
-  double worst = 0;           // max |R - 1| over k_lr < k <= 0.8 k_Nyquist (the scales the input lacks)
-  double min_corr = 0;        // min r(k) over 1 <= k <= k_lr / 2 (the scales the input holds)
+  std::vector<double> p_sr, p_hr;  // <P_sr(k)> over the samples scored, P_hr(k); k = 0 .. n/2
+  std::vector<double> ratio;       // R(k) = <P_sr(k)> / P_hr(k)
+  double worst = 0;     // max |R - 1| over k_lr < k <= 0.8 k_Nyquist (the scales the input lacks)
+  double min_corr = 0;  // min over 1 <= k <= k_lr / 2 of <r(k)> (the scales the input holds)
 };
-// k_lr = n / (2 scale), the low-resolution map's Nyquist band.
-SpectrumScore spectrum_score(const Map& sr, const Map& hr, int64_t scale);
+// k_lr = n / (2 scale), the low-resolution map's Nyquist band. The spectrum of the samples srs
+// (one or more realizations for one truth) is their mean power per band, R(k) = <P_sr> / P_hr as
+// the ensemble average defines it, and r(k) the mean of each sample's cross-correlation.
+SpectrumScore spectrum_score(std::span<const Map> srs, const Map& hr, int64_t scale);
+inline SpectrumScore spectrum_score(const Map& sr, const Map& hr, int64_t scale) {
+  return spectrum_score(std::span<const Map>(&sr, 1), hr, scale);
+}
+// The score of several truths' spectra pooled, R(k) = sum <P_sr> / sum P_hr, for maps of one side
+// n (a single map's R is noisy: a band holds about pi k independent modes); min_corr is the mean
+// of the scores'. An error for an empty list or sides that differ.
+SpectrumScore pooled_spectrum_score(std::span<const SpectrumScore> scores, int64_t scale);
 
 // Wasserstein-1 distance between the value distributions of a and ref (equal sizes), over the
 // standard deviation of ref.
@@ -35,8 +46,16 @@ double wasserstein1(const Map& a, const Map& ref);
 // ||D(sr) - lr|| / ||lr|| (L2): how far the output strays from its input under the degradation.
 double consistency(const Map& sr, const Map& lr, const Degradation& d);
 
-// The fraction of pixels where |hr - mean| <= sd (ideally 0.68 for calibrated Gaussian errors).
+// The fraction of pixels where |hr - mean| <= sd (ideally 0.68 for calibrated Gaussian errors
+// and many samples).
 double coverage(const Map& hr, const Map& mean, const Map& sd);
+// The same for the 68.27% predictive interval of N samples: |hr - mean| <= q sd with
+// q = t_{N-1}(0.8413) sqrt(1 + 1/N) (Student's t). The truth is one more draw from the samples'
+// distribution, whose mean and sd N samples only estimate; with q = 1 a calibrated model covers
+// 0.62 at N = 8. Ideally 0.6827 for Gaussian errors at any N >= 2.
+double predictive_coverage(const Map& hr, const Map& mean, const Map& sd, int64_t samples);
+// The p-quantile of Student's t with nu degrees of freedom (nu > 0, 0 < p < 1).
+double student_t_quantile(double p, double nu);
 
 // Structural similarity (Wang et al. 2004): the mean over pixels of
 // (2 mu_x mu_y + C1)(2 cov + C2) / ((mu_x^2 + mu_y^2 + C1)(var_x + var_y + C2)), local statistics

@@ -47,19 +47,23 @@ struct UpscaleOptions {
   int64_t tile = 128;    // tile side in high-resolution pixels (a multiple of scale and of the network's)
   double overlap = 0.25;  // fraction of a tile shared with its neighbour (0 .. 0.5)
   int64_t batch = 8;     // tiles per forward pass
+  bool keep_samples = false;  // keep every sample (Upscaled::samples), as the evaluation scores them
 };
 struct Upscaled {
   Map mean, sd;       // physical units; NaN where the input was blank
   Map first;          // the first sample alone
+  std::vector<Map> samples;  // every sample, with UpscaleOptions::keep_samples
   int64_t tiles = 0;  // per sample
   double flops = 0;   // the network's, all steps and samples
 };
 // Upscales lr by the model's scale. Tiles cover the map with at least `overlap` shared between
-// neighbours (the last row and column of tiles end at the map's edge); each tile's sample is
-// weighted by a window that falls linearly to near zero across the overlap, so seams blend.
-// Blank (NaN) pixels are filled with the map's mean for the network and written back as NaN.
-// Tile noise is seeded by (seed, sample, tile), so the result does not depend on the batch or
-// thread count. progress(done, total) counts tile batches x steps.
+// neighbours (the last row and column of tiles end at the map's edge). A sample is one map: its
+// noise is drawn for the whole map from (seed, sample) alone, and at every step each tile's
+// prediction is weighted by a window that falls linearly to near zero across the overlap and
+// blended with its neighbours' before the map takes the step, so seams blend and overlapping tiles
+// agree on one realization of the small scales. The result does not depend on the thread count;
+// the batch changes at most oneDNN's rounding. Blank (NaN) pixels are filled with the map's mean for the network and written back
+// as NaN. progress(done, total) counts tile batches x steps x samples.
 Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const std::string& what,
                  const std::function<void(int64_t, int64_t)>& progress = {});
 

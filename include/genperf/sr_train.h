@@ -27,6 +27,10 @@ struct SRTrainOptions {
   int64_t val_batches = 2;  // fixed validation batches (the same crops and noise every time)
   Degradation degradation;  // its scale must be the config's
   int64_t stop_at = -1;     // >= 0: save and stop after this step, as an interrupted run would
+  // An SR model directory to fine-tune: the run starts from its weights (the EMA too) and keeps
+  // its config (architecture, schedule, transform and residual_std, the network's units); the
+  // config passed to train_sr is then ignored. Empty: weights drawn from the seed.
+  std::string init;
   // Data parallel (genperf/dist.h): a step's batch is grad_accum micro-batches of batch /
   // grad_accum crops, split across the ranks (grad_accum a multiple of them); each micro-batch's
   // diffusion steps and noise come from (seed, step, micro-batch), so a run gives the same result
@@ -39,8 +43,10 @@ struct SRTrainOptions {
 // rank's shard and the EMA of that shard. train_sr runs it; `bench sr` times its steps.
 class SRTraining {
  public:
-  // A network of config c initialized from seed (zero_out as UNet::init).
-  SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o);
+  // A network of config c initialized from seed (zero_out as UNet::init), or with the weights
+  // `init` when given (c's size of them).
+  SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o,
+             std::span<const float> init = {});
   // One optimizer step on the global batch, cond and x0 [batch, P, P, channels] (the same on
   // every rank): micro-batch k takes crops [k b, (k + 1) b), b = batch / grad_accum, its
   // diffusion steps and noise from Rng(noise_seed(k)); gradients clipped to o.clip, AdamW at lr,
@@ -78,7 +84,7 @@ struct SRTrainLog {
 // Trains in out_dir: out_dir/model is an SR model directory of the EMA weights (written at each
 // save and at the end), out_dir/state.safetensors holds the weights, Adam's moments, the EMA and
 // the step, out_dir/log.jsonl a line per log. config.residual_std is measured on the training
-// maps. resume continues from out_dir's state to o.steps, with the same results as a run
+// maps (kept from the model of o.init when fine-tuning). resume continues from out_dir's state to o.steps, with the same results as a run
 // without the interruption; a state of another config or seed is refused.
 void train_sr(UNetConfig config, const std::vector<Map>& train, const std::vector<Map>& val,
               const SRTrainOptions& o, const std::string& out_dir, bool resume,

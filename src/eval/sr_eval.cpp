@@ -28,17 +28,20 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
     Degradation clean = d;
     clean.noise = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    const Upscaled up = upscale(net, lr, o, name);
+    UpscaleOptions keep = o;
+    keep.keep_samples = true;
+    const Upscaled up = upscale(net, lr, keep, name);
     SRMapScore s;
     s.name = name, s.size = n;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     s.flops = up.flops;
     const Map bic = bicubic_up(lr, d.scale);
     s.psnr_mean = psnr(up.mean, hr), s.psnr_one = psnr(up.first, hr), s.psnr_bicubic = psnr(bic, hr);
-    s.spectrum = spectrum_score(up.first, hr, d.scale), s.spectrum_bicubic = spectrum_score(bic, hr, d.scale);
+    s.spectrum = spectrum_score(up.samples, hr, d.scale), s.spectrum_bicubic = spectrum_score(bic, hr, d.scale);
     s.w1 = wasserstein1(up.first, hr), s.w1_bicubic = wasserstein1(bic, hr);
     s.consistency = consistency(up.mean, lr, clean), s.consistency_bicubic = consistency(bic, lr, clean);
     s.coverage = o.samples > 1 ? coverage(hr, up.mean, up.sd) : 0;
+    s.coverage_predictive = o.samples > 1 ? predictive_coverage(hr, up.mean, up.sd, o.samples) : 0;
     s.ssim_mean = ssim(up.mean, hr), s.ssim_bicubic = ssim(bic, hr);
     s.minkowski = minkowski_score(up.first, hr, bic);
     scores.push_back(std::move(s));
@@ -47,7 +50,7 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
   return scores;
 }
 
-SRMapScore mean_score(const std::vector<SRMapScore>& scores) {
+SRMapScore mean_score(const std::vector<SRMapScore>& scores, int64_t scale) {
   GP_CHECK(!scores.empty(), "[sr eval] no maps to average");
   SRMapScore m;
   m.name = "mean";
@@ -59,9 +62,18 @@ SRMapScore mean_score(const std::vector<SRMapScore>& scores) {
                             {&m.spectrum_bicubic.min_corr, s.spectrum_bicubic.min_corr}, {&m.w1, s.w1},
                             {&m.w1_bicubic, s.w1_bicubic}, {&m.consistency, s.consistency},
                             {&m.consistency_bicubic, s.consistency_bicubic}, {&m.coverage, s.coverage},
+                            {&m.coverage_predictive, s.coverage_predictive},
                             {&m.ssim_mean, s.ssim_mean}, {&m.ssim_bicubic, s.ssim_bicubic}, {&m.minkowski, s.minkowski},
                             {&m.seconds, s.seconds}, {&m.flops, s.flops}})
       *to += from / double(scores.size());
+  }
+  // Maps of one side pool their spectra (R(k) as the ensemble average over maps and samples).
+  if (std::all_of(scores.begin(), scores.end(), [&](const SRMapScore& s) { return s.size == scores[0].size; })) {
+    std::vector<SpectrumScore> sr, bic;
+    for (const SRMapScore& s : scores) sr.push_back(s.spectrum), bic.push_back(s.spectrum_bicubic);
+    m.pooled = true;
+    m.spectrum = pooled_spectrum_score(sr, scale);
+    m.spectrum_bicubic = pooled_spectrum_score(bic, scale);
   }
   return m;
 }

@@ -90,19 +90,60 @@ std::vector<double> spectrum_correlation(const Map& a, const Map& b) {
   return r;
 }
 
-SpectrumScore spectrum_score(const Map& sr, const Map& hr, int64_t scale) {
-  check_same("spectrum_score", sr, hr);
+namespace {
+
+double worst_of(const std::vector<double>& ratio, int64_t n, int64_t scale) {
+  const int64_t k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
+  double worst = 0;
+  for (int64_t k = k_lr + 1; k <= k_hi; ++k) worst = std::max(worst, std::fabs(ratio[size_t(k)] - 1));
+  return worst;
+}
+
+std::vector<double> ratio_of(const std::vector<double>& p_sr, const std::vector<double>& p_hr) {
+  std::vector<double> r(p_sr.size());
+  for (size_t k = 0; k < r.size(); ++k) r[k] = p_hr[k] > 0 ? p_sr[k] / p_hr[k] : 0.0;
+  return r;
+}
+
+}  // namespace
+
+SpectrumScore spectrum_score(std::span<const Map> srs, const Map& hr, int64_t scale) {
+  GP_CHECK(!srs.empty(), "[sr spectrum_score] no samples to score");
   GP_CHECK(scale >= 1 && hr.h / (2 * scale) >= 2, "[sr spectrum_score] scale ", scale, " leaves no band below a ",
            hr.h, "-pixel map's low-resolution Nyquist");
   SpectrumScore s;
-  const auto ps = power_spectrum(sr), ph = power_spectrum(hr);
-  s.ratio.resize(ps.size());
-  for (size_t k = 0; k < ps.size(); ++k) s.ratio[k] = ph[k] > 0 ? ps[k] / ph[k] : 0.0;
-  const int64_t n = hr.h, k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
-  for (int64_t k = k_lr + 1; k <= k_hi; ++k) s.worst = std::max(s.worst, std::fabs(s.ratio[size_t(k)] - 1));
-  const auto r = spectrum_correlation(sr, hr);
+  s.p_hr = power_spectrum(hr);
+  s.p_sr.assign(s.p_hr.size(), 0.0);
+  std::vector<double> corr(s.p_hr.size(), 0.0);
+  for (const Map& sr : srs) {
+    check_same("spectrum_score", sr, hr);
+    const auto p = power_spectrum(sr), r = spectrum_correlation(sr, hr);
+    for (size_t k = 0; k < p.size(); ++k) {
+      s.p_sr[k] += p[k] / double(srs.size());
+      corr[k] += r[k] / double(srs.size());
+    }
+  }
+  s.ratio = ratio_of(s.p_sr, s.p_hr);
+  s.worst = worst_of(s.ratio, hr.h, scale);
   s.min_corr = 1;
-  for (int64_t k = 1; k <= k_lr / 2; ++k) s.min_corr = std::min(s.min_corr, r[size_t(k)]);
+  for (int64_t k = 1; k <= hr.h / (2 * scale) / 2; ++k) s.min_corr = std::min(s.min_corr, corr[size_t(k)]);
+  return s;
+}
+
+SpectrumScore pooled_spectrum_score(std::span<const SpectrumScore> scores, int64_t scale) {
+  GP_CHECK(!scores.empty(), "[sr pooled_spectrum_score] no scores to pool");
+  SpectrumScore s;
+  s.p_sr.assign(scores[0].p_sr.size(), 0.0);
+  s.p_hr = s.p_sr;
+  for (const SpectrumScore& one : scores) {
+    GP_CHECK(one.p_sr.size() == s.p_sr.size() && one.p_hr.size() == s.p_hr.size(),
+             "[sr pooled_spectrum_score] spectra of ", one.p_sr.size(), " and ", s.p_sr.size(),
+             " bands: pooling takes maps of one side");
+    for (size_t k = 0; k < s.p_sr.size(); ++k) s.p_sr[k] += one.p_sr[k], s.p_hr[k] += one.p_hr[k];
+    s.min_corr += one.min_corr / double(scores.size());
+  }
+  s.ratio = ratio_of(s.p_sr, s.p_hr);
+  s.worst = worst_of(s.ratio, 2 * (int64_t(s.ratio.size()) - 1), scale);
   return s;
 }
 
@@ -138,6 +179,38 @@ double coverage(const Map& hr, const Map& mean, const Map& sd) {
   int64_t in = 0;
   for (size_t i = 0; i < hr.v.size(); ++i) in += std::fabs(hr.v[i] - mean.v[i]) <= sd.v[i];
   return double(in) / double(hr.v.size());
+}
+
+double student_t_quantile(double p, double nu) {
+  GP_CHECK(nu > 0 && p > 0 && p < 1, "[sr student_t_quantile] p ", p, ", nu ", nu,
+           ": expected 0 < p < 1 and nu > 0");
+  if (p < 0.5) return -student_t_quantile(1 - p, nu);
+  // The CDF above 0 by Simpson's rule on the density, bisected for p; ample for the 1e-6 needed.
+  const double c = std::exp(std::lgamma((nu + 1) / 2) - std::lgamma(nu / 2)) / std::sqrt(nu * std::numbers::pi);
+  auto density = [&](double t) { return c * std::pow(1 + t * t / nu, -(nu + 1) / 2); };
+  auto cdf = [&](double q) {
+    const int n = 2000;
+    const double h = q / n;
+    double sum = density(0) + density(q);
+    for (int i = 1; i < n; ++i) sum += (i % 2 ? 4 : 2) * density(i * h);
+    return 0.5 + sum * h / 3;
+  };
+  double lo = 0, hi = 1;
+  while (cdf(hi) < p) hi *= 2;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (cdf(mid) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double predictive_coverage(const Map& hr, const Map& mean, const Map& sd, int64_t samples) {
+  GP_CHECK(samples >= 2, "[sr predictive_coverage] ", samples, " samples: an interval needs at least 2");
+  const double q = student_t_quantile(0.5 + 0.5 * std::erf(1 / std::sqrt(2.0)), double(samples - 1)) *
+                   std::sqrt(1 + 1 / double(samples));
+  Map wide = sd;
+  for (double& v : wide.v) v *= q;
+  return coverage(hr, mean, wide);
 }
 
 double ssim(const Map& x, const Map& ref) {

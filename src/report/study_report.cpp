@@ -563,11 +563,12 @@ Section sr_quality_section(const std::vector<Figure>& figs) {
       {"PSNR of the samples' mean (dB)", "psnr_mean", "psnr_bicubic", "higher"},
       {"PSNR of one sample (dB)", "psnr_one", "psnr_bicubic", "higher"},
       {"SSIM of the mean", "ssim_mean", "ssim_bicubic", "higher"},
-      {"power spectrum, worst |R − 1| (one sample)", "spectrum_worst", "spectrum_worst_bicubic", "lower"},
-      {"cross-correlation, least r(k) (one sample)", "min_corr", "min_corr_bicubic", "higher"},
+      {"power spectrum, worst |R − 1| (the samples; maps pooled)", "spectrum_worst", "spectrum_worst_bicubic", "lower"},
+      {"cross-correlation, least r(k) (the samples' mean r)", "min_corr", "min_corr_bicubic", "higher"},
       {"W1 of the values (one sample)", "w1", "w1_bicubic", "lower"},
       {"consistency ‖D(SR) − LR‖ / ‖LR‖ (mean)", "consistency", "consistency_bicubic", "lower"},
-      {"coverage of the truth by mean ± sd", "coverage", nullptr, "0.68 when calibrated"},
+      {"coverage of the truth by mean ± sd", "coverage", nullptr, "below 0.68 for few samples"},
+      {"coverage by the samples' 68% predictive interval", "coverage_predictive", nullptr, "0.68 when calibrated"},
       {"Minkowski functionals' distance, over bicubic's", "minkowski", nullptr, "below 1"},
       {"seconds per map", "seconds_per_map", nullptr, "lower"}};
   // A figure of one run as it is; of several, their median and range.

@@ -45,7 +45,8 @@ const std::vector<BenchKind>& bench_kinds() {
         "seed", "tile", "overlap", "batch", "blur", "noise"},
        {{"psnr_mean", "dB"}, {"psnr_one", "dB"}, {"psnr_bicubic", "dB"}, {"ssim_mean", ""}, {"ssim_bicubic", ""},
         {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
-        {"w1_bicubic", ""}, {"consistency", ""}, {"consistency_bicubic", ""}, {"coverage", ""}, {"minkowski", ""}}},
+        {"w1_bicubic", ""}, {"consistency", ""}, {"consistency_bicubic", ""}, {"coverage", ""}, {"coverage_predictive", ""},
+        {"minkowski", ""}}},
   };
   return kinds;
 }

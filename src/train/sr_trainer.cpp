@@ -111,11 +111,18 @@ class UNetDist final : public DistModel {
 
 }  // namespace
 
-SRTraining::SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o)
+SRTraining::SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o,
+                       std::span<const float> init)
     : o_(o), net_(c), opt_(0), sched_(Schedule::of(c)) {
   GP_CHECK(o.grad_accum >= 1 && o.batch % o.grad_accum == 0, "[sr train] --grad-accum ", o.grad_accum,
            " does not divide the batch of ", o.batch, " crops");
-  net_.init(seed, zero_out);
+  if (init.empty()) {
+    net_.init(seed, zero_out);
+  } else {
+    GP_CHECK(init.size() == net_.weights().size(), "[sr train] ", init.size(), " initial weights for a network of ",
+             net_.weights().size());
+    std::copy(init.begin(), init.end(), net_.weights().begin());
+  }
   auto view = std::make_unique<UNetDist>(net_);
   view->set_decay(o.weight_decay > 0);
   view_ = std::move(view);
@@ -156,23 +163,29 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   GP_CHECK(o.steps > 0 && o.batch > 0 && o.log_every > 0 && o.save_every > 0, "[sr train] steps, batch, log_every and save_every must be positive");
   GP_CHECK(o.ema >= 0 && o.ema < 1, "[sr train] ema ", o.ema, ": expected 0 <= ema < 1");
   Degradation d = o.degradation;
-  GP_CHECK(d.scale == c.scale, "[sr train] degradation by ", d.scale, " for a model of scale ", c.scale);
+  const std::string state_path = out_dir + "/state.safetensors", log_path = out_dir + "/log.jsonl";
+  const bool resuming = resume && std::filesystem::exists(state_path);
+  std::vector<float> init;
+  if (resuming) {
+    // residual_std was measured by the run that wrote the state (or kept from the model it tuned).
+    c = unet_config_from_json(Json::parse_file(out_dir + "/model/config.json"), out_dir + "/model/config.json");
+  } else if (!o.init.empty()) {
+    const UNet<float> base = load_sr_model(o.init);
+    c = base.config();
+    init.assign(base.weights().begin(), base.weights().end());
+  } else {
+    c.residual_std = 1;
+  }
+  GP_CHECK(d.scale == c.scale, "[sr train] degradation by ", d.scale, " for a model of scale ", c.scale,
+           o.init.empty() ? "" : " (--init " + o.init + ")");
   const int64_t align = std::lcm(c.scale, c.multiple());
   GP_CHECK(o.crop > 0 && o.crop % align == 0, "[sr train] crop ", o.crop, ": expected a positive multiple of ", align);
   Communicator& comm = o.dist.comm ? *o.dist.comm : world();
   const bool lead = comm.rank() == 0;  // writes the shared files
   if (lead) std::filesystem::create_directories(out_dir);
   comm.barrier();
-  const std::string state_path = out_dir + "/state.safetensors", log_path = out_dir + "/log.jsonl";
-  const bool resuming = resume && std::filesystem::exists(state_path);
-  if (resuming) {
-    // residual_std was measured by the run that wrote the state.
-    c = unet_config_from_json(Json::parse_file(out_dir + "/model/config.json"), out_dir + "/model/config.json");
-  } else {
-    c.residual_std = 1;
-  }
   std::vector<TrainingPair> train_pairs = pairs_of(train, c, d, "training");
-  if (!resuming) {
+  if (!resuming && init.empty()) {
     // Measured on the targets in units of 1, which then take its units: x / 1 / s has the bits
     // of x / s, the targets of pairs built at residual_std s.
     double ss = 0, n = 0;
@@ -191,7 +204,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
 
   SRTrainOptions oo = o;
   oo.dist.comm = &comm;
-  SRTraining t(c, o.seed, true, oo);
+  SRTraining t(c, o.seed, true, oo, init);
   DataParallel& dp = t.dp();
   const size_t n = t.net().weights().size();
   int64_t step = 0;

@@ -154,14 +154,30 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
   ASSERT_EQ(maps.size(), 2u);
   EXPECT_EQ(maps[0].at("map").as_string(), "synthetic-64-seed2001");
   EXPECT_EQ(maps[1].at("size").as_int(), 64);
-  for (const char* key : {"psnr_mean", "psnr_one", "psnr_bicubic", "ssim_mean", "ssim_bicubic", "spectrum_worst",
-                          "spectrum_worst_bicubic", "min_corr", "min_corr_bicubic", "w1", "w1_bicubic", "consistency",
-                          "consistency_bicubic", "coverage", "minkowski"}) {
+  for (const char* key : {"psnr_mean", "psnr_one", "psnr_bicubic", "ssim_mean", "ssim_bicubic", "min_corr",
+                          "min_corr_bicubic", "w1", "w1_bicubic", "consistency", "consistency_bicubic", "coverage",
+                          "coverage_predictive", "minkowski"}) {
     const double mean = (maps[0].at(key).as_number() + maps[1].at(key).as_number()) / 2;
     EXPECT_NEAR(j.at(key).as_number(), mean, 1e-12 * (1 + std::abs(mean))) << key;
     EXPECT_TRUE(std::isfinite(mean)) << key;
   }
   EXPECT_GT(j.at("coverage").as_number(), 0);  // two samples have a spread
+  EXPECT_GT(j.at("coverage_predictive").as_number(), j.at("coverage").as_number());
+  // Maps of one side pool their spectra: the set's R(k) is a weighted mean of the maps' (weights
+  // P_hr), so it lies between them in every band, and so does its worst |R - 1|.
+  EXPECT_TRUE(j.at("spectrum_pooled").as_bool());
+  for (const char* key : {"spectrum_ratio", "spectrum_ratio_bicubic"}) {
+    const Json::Array& set = j.at(key).as_array();
+    ASSERT_EQ(set.size(), 33u) << key;
+    for (size_t k = 1; k < set.size(); ++k) {
+      const double a = maps[0].at(key).as_array()[k].as_number(), b = maps[1].at(key).as_array()[k].as_number();
+      EXPECT_GE(set[k].as_number(), std::min(a, b) * (1 - 1e-12)) << key << " " << k;
+      EXPECT_LE(set[k].as_number(), std::max(a, b) * (1 + 1e-12)) << key << " " << k;
+    }
+  }
+  for (const char* key : {"spectrum_worst", "spectrum_worst_bicubic"})
+    EXPECT_LE(j.at(key).as_number(),
+              std::max(maps[0].at(key).as_number(), maps[1].at(key).as_number()) * (1 + 1e-12)) << key;
   const Json& seconds = j.at("seconds_per_map");
   ASSERT_EQ(seconds.at("n").as_int(), 2);
   EXPECT_EQ(seconds.at("samples").as_array()[1].as_number(), maps[1].at("seconds").as_number());

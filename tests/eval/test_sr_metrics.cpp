@@ -1,7 +1,8 @@
 // The SR metrics (genperf/sr_metrics.h) on cases whose answer is known: PSNR of an offset, the
 // spectrum of a single wave, ratios and correlations of a map with itself and with its
 // bicubic-free blur, Wasserstein-1 of a shift, consistency of the degradation's own output,
-// coverage of a known fraction, SSIM against its direct definition, Minkowski functionals of
+// coverage of a known fraction and the predictive interval's coverage of calibrated Gaussian
+// draws, Student's t quantiles against closed forms, the ensemble and pooled spectrum ratios, SSIM against its direct definition, Minkowski functionals of
 // sets whose area, boundary and Euler characteristic are counted by hand.
 #include <gtest/gtest.h>
 
@@ -91,6 +92,76 @@ TEST(SrMetrics, WassersteinConsistencyCoverage) {
   Map m = hr, sd(64, 64, 1.0);
   for (size_t i = 0; i < m.v.size(); ++i) m.v[i] += i % 4 == 0 ? 2.0 : 0.5;
   EXPECT_DOUBLE_EQ(coverage(hr, m, sd), 0.75);
+}
+
+TEST(SrMetrics, StudentTQuantiles) {
+  // Closed forms: nu = 1 is Cauchy's, tan(pi (p - 1/2)); nu = 2 is (2p - 1) / sqrt(2 p (1 - p)).
+  for (double p : {0.6, 0.75, 0.8413, 0.975}) {
+    EXPECT_NEAR(student_t_quantile(p, 1), std::tan(std::numbers::pi * (p - 0.5)), 1e-6) << p;
+    EXPECT_NEAR(student_t_quantile(p, 2), (2 * p - 1) / std::sqrt(2 * p * (1 - p)), 1e-6) << p;
+    EXPECT_NEAR(student_t_quantile(1 - p, 2), -student_t_quantile(p, 2), 1e-12) << p;
+  }
+  EXPECT_NEAR(student_t_quantile(0.975, 7), 2.364624, 1e-5);  // the tables' value
+  EXPECT_NEAR(student_t_quantile(0.841345, 1e6), 1.0, 1e-4);   // the normal's 1-sigma point
+  EXPECT_THROW(student_t_quantile(1.0, 3), Error);
+  EXPECT_THROW(student_t_quantile(0.5, 0), Error);
+}
+
+TEST(SrMetrics, PredictiveCoverageOfCalibratedDraws) {
+  // Every pixel's truth and its N samples are draws from one Gaussian: a calibrated model. The
+  // predictive interval covers 68.27%; mean +- sd covers less with few samples.
+  const uint64_t seed = 11;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Rng rng(seed);
+  for (int64_t n : {2, 4, 8}) {
+    Map hr(256, 256), mean(256, 256), sd(256, 256);
+    for (size_t i = 0; i < hr.v.size(); ++i) {
+      const double mu = 3 * rng.normal(), sigma = 0.5 + rng.uniform();
+      hr.v[i] = mu + sigma * rng.normal();
+      double s = 0, ss = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const double x = mu + sigma * rng.normal();
+        s += x, ss += x * x;
+      }
+      mean.v[i] = s / double(n);
+      sd.v[i] = std::sqrt(std::max(0.0, (ss - s * s / double(n)) / double(n - 1)));
+    }
+    EXPECT_NEAR(predictive_coverage(hr, mean, sd, n), 0.6827, 0.006) << n;
+    EXPECT_LT(coverage(hr, mean, sd), 0.64) << n;
+  }
+  const Map one(8, 8, 1.0);
+  EXPECT_THROW(predictive_coverage(one, one, one, 1), Error);
+}
+
+TEST(SrMetrics, EnsembleAndPooledSpectrumRatios) {
+  // Samples whose deviations from the mean are 1x and 3x the truth's: <P_sr> = (1 + 9) / 2 P_hr.
+  const Map hr = field(64, 5), other = field(64, 6);
+  auto scaled = [](const Map& m, double f) {
+    double mu = 0;
+    for (double v : m.v) mu += v / double(m.v.size());
+    Map out = m;
+    for (double& v : out.v) v = mu + f * (v - mu);
+    return out;
+  };
+  const std::vector<Map> srs = {hr, scaled(hr, 3)};
+  const SpectrumScore s = spectrum_score(srs, hr, 4);
+  for (size_t k = 1; k < s.ratio.size(); ++k) EXPECT_NEAR(s.ratio[k], 5.0, 1e-9) << k;
+  EXPECT_NEAR(s.worst, 4.0, 1e-9);
+  EXPECT_NEAR(s.min_corr, 1.0, 1e-9);  // each sample is in phase with the truth
+  // Pooled over two truths: the summed spectra's ratio, not the mean of the ratios.
+  const SpectrumScore t = spectrum_score(scaled(other, 2), other, 4);
+  const std::vector<SpectrumScore> both = {s, t};
+  const SpectrumScore pooled = pooled_spectrum_score(both, 4);
+  const auto p1 = power_spectrum(hr), p2 = power_spectrum(other);
+  double worst = 0;
+  for (size_t k = 1; k < pooled.ratio.size(); ++k) {
+    const double want = (5 * p1[k] + 4 * p2[k]) / (p1[k] + p2[k]);
+    EXPECT_NEAR(pooled.ratio[k], want, 1e-9 * want) << k;
+    if (k > 8 && k <= 25) worst = std::max(worst, want - 1);
+  }
+  EXPECT_NEAR(pooled.worst, worst, 1e-9);
+  const std::vector<SpectrumScore> mixed = {s, spectrum_score(field(32, 7), field(32, 8), 4)};
+  EXPECT_THROW(pooled_spectrum_score(mixed, 4), Error);
 }
 
 }  // namespace

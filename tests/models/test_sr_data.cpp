@@ -1,6 +1,7 @@
 // The SR problem's data (genperf/sr.h): the degradation keeps constants and the mean, averages
 // blocks exactly without blur, adds noise of the stated size, refuses maps that do not divide;
-// synthetic dust fields are log-normal with the stated slope and width, and the same for a seed.
+// synthetic dust fields are log-normal with the stated slope and width, and the same for a seed;
+// a spec lists files and synthetic fields together.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +9,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/test_util.h"
 #include "genperf/error.h"
+#include "genperf/fits.h"
 #include "genperf/fft.h"
 #include "genperf/sr.h"
 
@@ -98,6 +101,27 @@ TEST(SrData, DustFieldIsLogNormalWithTheStatedSpectrum) {
     EXPECT_NEAR(fitted, slope, 0.15);
   }
   EXPECT_THROW(dust_field(DustFieldSpec{100}), Error);
+}
+
+TEST(SrData, SpecListsFilesAndSyntheticFields) {
+  genperf::testing::TempDir tmp("srmaps");
+  FitsImage f;
+  f.width = 8, f.height = 4, f.bitpix = -64;
+  for (int i = 0; i < 32; ++i) f.pixels.push_back(1 + 0.5 * i);
+  write_fits(tmp / "a.fits", {f});
+  const auto maps = read_maps("synthetic:2:32:7," + (tmp / "a.fits") + ",synthetic:1:16:3:mixed");
+  ASSERT_EQ(maps.size(), 4u);
+  EXPECT_EQ(maps[0].first, "synthetic-32-seed7");
+  EXPECT_EQ(maps[1].first, "synthetic-32-seed8");
+  EXPECT_EQ(maps[2].first, tmp / "a.fits");
+  EXPECT_EQ(maps[2].second.w, 8);
+  EXPECT_EQ(maps[3].first, "synthetic-16-seed3-mixed");
+  DustFieldSpec d;
+  d.size = 32, d.seed = 8;
+  EXPECT_EQ(maps[1].second.v, dust_field(d).v);
+  EXPECT_THROW(read_maps("synthetic:2:32:7," + (tmp / "missing.fits")), Error);
+  EXPECT_THROW(read_maps("synthetic:x"), Error);
+  EXPECT_THROW(read_maps(","), Error);
 }
 
 }  // namespace

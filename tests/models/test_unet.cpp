@@ -15,6 +15,7 @@
 #include "genperf/error.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
+#include "genperf/sr_model.h"
 #include "genperf/unet.h"
 
 using namespace genperf;
@@ -332,6 +333,63 @@ TEST(Diffusion, ModelFilesRoundTrip) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("nothing"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A map sampled in overlapping tiles is one sample: with a network that predicts zero everywhere
+// (so no tile's prediction depends on its context), the tiled sample equals the one-tile sample
+// bit for bit (tiles sampled apart and blended would average independent noise in the overlaps).
+// With a network that does depend on context, the batch of tiles changes no more than rounding.
+TEST(Upscale, TilesShareOneSample) {
+  UNetConfig c = tiny();
+  c.scale = 2, c.transform = "linear", c.residual_std = 0.7;
+  UNet<float> net(c);
+  net.init(seed_of(17, "Upscale.TilesShareOneSample"), false);
+  Map lr(16, 24);
+  Rng rng(18);
+  for (double& v : lr.v) v = 2 + rng.normal();
+  UpscaleOptions o;
+  o.samples = 2, o.seed = 5, o.sampler.steps = 4, o.sampler.sampler = "ddpm";  // noise at every step too
+  o.tile = 16, o.overlap = 0.5, o.batch = 3;
+  const Upscaled tiled = upscale(net, lr, o, "lr");
+  o.batch = 1;
+  const Upscaled one_by_one = upscale(net, lr, o, "lr");
+  EXPECT_GT(tiled.tiles, 4);
+  // oneDNN picks its convolutions' blocking by the batch, so rounding may differ, no more.
+  double most = 0;
+  for (size_t i = 0; i < tiled.mean.v.size(); ++i)
+    most = std::max({most, std::fabs(tiled.mean.v[i] - one_by_one.mean.v[i]), std::fabs(tiled.sd.v[i] - one_by_one.sd.v[i])});
+  EXPECT_LT(most, 1e-4);
+
+  std::fill(net.weights().begin(), net.weights().end(), 0.f);
+  o.keep_samples = true;
+  const Upscaled zero_tiled = upscale(net, lr, o, "lr");
+  ASSERT_EQ(zero_tiled.samples.size(), 2u);
+  o.tile = 32;
+  const Upscaled zero_fewer = upscale(net, lr, o, "lr");
+  EXPECT_LT(zero_fewer.tiles, zero_tiled.tiles);
+  EXPECT_EQ(zero_tiled.samples[0].v, zero_fewer.first.v);
+  EXPECT_EQ(zero_tiled.first.v, zero_tiled.samples[0].v);
+  EXPECT_NE(zero_tiled.samples[0].v, zero_tiled.samples[1].v);
+  // The residual is the scaled noise: unit variance in network units, the same in every region.
+  const Units u = Units::of(lr, "linear", "lr");
+  const Map cond = [&] {
+    Map y = lr;
+    for (double& v : y.v) v = u.to(v);
+    return bicubic_up(y, 2);
+  }();
+  double edge = 0, overlap = 0;
+  int64_t n_edge = 0, n_overlap = 0;
+  for (int64_t y = 0; y < 32; ++y)
+    for (int64_t x = 0; x < 48; ++x) {
+      const double r = (u.to(zero_tiled.first.at(y, x)) - cond.at(y, x)) / c.residual_std;
+      (x < 8 ? edge : overlap) += r * r;
+      ++(x < 8 ? n_edge : n_overlap);
+    }
+  EXPECT_NEAR(edge / double(n_edge) / (overlap / double(n_overlap)), 1.0, 0.35);
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // The SR trainer (genperf/sr_train.h): the loss falls on synthetic dust fields, the run directory
 // holds a loadable model, and a run interrupted and resumed ends with the same bits as one that
-// was not; a state of other options is refused.
+// was not; a state of other options is refused; fine-tuning starts from the given model's
+// weights and keeps its config and units.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 
 #include "common/test_util.h"
 #include "genperf/diffusion.h"
@@ -59,6 +64,46 @@ TEST(SrTrainer, ResumesBitExactly) {
   SRTrainOptions other = o;
   other.lr = 1e-3f;
   EXPECT_THROW(train_sr(small(), train, val, other, tmp / "cut", true), Error);
+}
+
+TEST(SrTrainer, FineTunesFromAModel) {
+  genperf::testing::TempDir tmp("srtune");
+  SRTrainOptions o;
+  o.steps = 4, o.batch = 2, o.crop = 32, o.warmup = 1, o.log_every = 2, o.save_every = 100, o.seed = 3;
+  o.degradation.scale = 4;
+  train_sr(small(), fields(2, 1), {}, o, tmp / "base", false);
+  const UNet<float> base = load_sr_model(tmp / "base/model");
+
+  // At learning rate 0 the weights stay the model's, and so does their EMA (to its rounding).
+  SRTrainOptions tune = o;
+  tune.init = tmp / "base/model";
+  tune.lr = tune.min_lr = 0;
+  tune.steps = 2, tune.seed = 8;
+  UNetConfig other = small();
+  other.base = 16;  // ignored: the base model's config is kept
+  train_sr(other, fields(2, 20), {}, tune, tmp / "frozen", false);
+  const UNet<float> frozen = load_sr_model(tmp / "frozen/model");
+  EXPECT_EQ(unet_config_json(frozen.config()).dump(), unet_config_json(base.config()).dump());
+  ASSERT_EQ(frozen.weights().size(), base.weights().size());
+  double most = 0;
+  for (size_t i = 0; i < base.weights().size(); ++i)
+    most = std::max(most, double(std::fabs(frozen.weights()[i] - base.weights()[i])) /
+                              (1e-30 + std::fabs(double(base.weights()[i]))));
+  EXPECT_LT(most, 1e-6);
+
+  // Training moves them, from the base's (residual_std kept: the network's units).
+  tune.lr = 1e-3f, tune.min_lr = 1e-4f;
+  train_sr(other, fields(2, 20), {}, tune, tmp / "tuned", false);
+  const UNet<float> tuned = load_sr_model(tmp / "tuned/model");
+  EXPECT_EQ(tuned.config().residual_std, base.config().residual_std);
+  EXPECT_FALSE(std::equal(base.weights().begin(), base.weights().end(), tuned.weights().begin()));
+
+  tune.init = tmp / "missing";
+  EXPECT_THROW(train_sr(small(), fields(1, 1), {}, tune, tmp / "e", false), Error);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "e"));  // refused before the run directory is made
+  tune.init = tmp / "base/model";
+  tune.degradation.scale = 2;
+  EXPECT_THROW(train_sr(small(), fields(1, 1), {}, tune, tmp / "f", false), Error);  // the model's scale is 4
 }
 
 TEST(SrTrainer, RefusesBadInput) {

@@ -69,6 +69,8 @@ int cmd_sr_train(int argc, char** argv) {
           {"val-data", "validation maps (other images than the training ones)", "", false, true},
           {"out", "run directory (model/, state.safetensors, log.jsonl)"},
           {"resume", "continue the run in --out from its state", "", true},
+          {"init", "fine-tune this SR model (its architecture, schedule and units; the architecture options are ignored)",
+           "", false, true},
           {"steps", "optimizer steps", "2000"}, {"batch", "crops per step", "8"},
           {"crop", "crop side in high-resolution pixels", "64"}, {"lr", "peak learning rate", "2e-4"},
           {"warmup", "warm-up steps", "100"}, {"ema", "EMA decay of the saved weights", "0.999"},
@@ -107,6 +109,7 @@ int cmd_sr_train(int argc, char** argv) {
   o.dist = dist_options(a);
   o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : world().size();
   if (a.has("stop-at")) o.stop_at = a.integer("stop-at");
+  if (a.has("init")) o.init = a.str("init");
   const std::vector<sr::Map> train = maps_only(a.str("data"));
   const std::vector<sr::Map> val = a.has("val-data") ? maps_only(a.str("val-data")) : std::vector<sr::Map>{};
   const bool json = a.flag("json");
@@ -202,9 +205,13 @@ Json score_json(const sr::SRMapScore& s, Json head) {
            {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
            {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr}, {"w1", s.w1},
            {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency}, {"consistency_bicubic", s.consistency_bicubic},
-           {"coverage", s.coverage}, {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic},
+           {"coverage", s.coverage}, {"coverage_predictive", s.coverage_predictive}, {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic},
            {"minkowski", s.minkowski}})
     head[key] = value;
+  if (!s.spectrum.ratio.empty()) {
+    head["spectrum_ratio"] = Json::Array(s.spectrum.ratio.begin(), s.spectrum.ratio.end());
+    head["spectrum_ratio_bicubic"] = Json::Array(s.spectrum_bicubic.ratio.begin(), s.spectrum_bicubic.ratio.end());
+  }
   return head;
 }
 
@@ -227,7 +234,7 @@ int cmd_sr_eval(int argc, char** argv) {
   Progress bar("sr eval", int64_t(maps.size()));
   const auto scores = sr::evaluate_sr(net, maps, d, o, [&](size_t i, size_t) { bar.update(int64_t(i)); });
   bar.finish();
-  const sr::SRMapScore mean = sr::mean_score(scores);
+  const sr::SRMapScore mean = sr::mean_score(scores, d.scale);
   // The record: what defines the workload (the model as stored, the maps, the sampler, the
   // degradation), the mean over maps of each figure, the seconds per map, and each map's row.
   Json record = Json::Object{{"model", a.str("model")},
@@ -247,6 +254,7 @@ int cmd_sr_eval(int argc, char** argv) {
                              {"blur", d.blur_sigma},
                              {"noise", d.noise}};
   record = score_json(mean, std::move(record));
+  record["spectrum_pooled"] = mean.pooled;
   std::vector<double> seconds;
   Json rows = Json::Array{};
   for (const auto& s : scores) {
@@ -262,17 +270,17 @@ int cmd_sr_eval(int argc, char** argv) {
     print_json(record);
     return 0;
   }
-  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s\n", "map", "side", "PSNR", "one",
-              "bicubic", "SSIM", "bic", "|R-1|", "bic", "r_min", "W1", "bic", "Mink", "consist", "cover");
+  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s %6s\n", "map", "side", "PSNR", "one",
+              "bicubic", "SSIM", "bic", "|R-1|", "bic", "r_min", "W1", "bic", "Mink", "consist", "cover", "cov_t");
   auto line = [](const sr::SRMapScore& s, const std::string& name) {
-    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f\n",
+    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f %6.3f\n",
                 name.size() > 28 ? name.substr(name.size() - 28).c_str() : name.c_str(), (long long)s.size,
                 s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
                 s.spectrum_bicubic.worst, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
-                s.coverage);
+                s.coverage, s.coverage_predictive);
   };
   for (const auto& s : scores) line(s, s.name);
-  if (scores.size() > 1) line(mean, cat("mean of ", scores.size(), " maps"));
+  if (scores.size() > 1) line(mean, cat(mean.pooled ? "pooled, " : "mean of ", scores.size(), " maps"));
   return 0;
 }
 

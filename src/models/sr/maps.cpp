@@ -50,37 +50,44 @@ Map read_map(const std::string& path, FitsImage* fits) {
   fail("[sr] ", path, ": not a map genperf reads (expected .fits, .fit, .fits.gz or .png)");
 }
 
+namespace {
+
+// synthetic:N[:size[:seed[:mixed]]]: dust fields of seeds seed .. seed + N - 1.
+void add_synthetic(const std::string& spec, std::vector<std::pair<std::string, Map>>& maps) {
+  std::vector<std::string> f;
+  for (size_t a = 10, b; a <= spec.size(); a = b + 1) {
+    b = std::min(spec.find(':', a), spec.size());
+    f.push_back(spec.substr(a, b - a));
+  }
+  const bool mixed = f.size() == 4 && f[3] == "mixed";
+  GP_CHECK(f.size() <= 3 || mixed, "[sr] ", spec, ": expected synthetic:N[:size[:seed[:mixed]]]");
+  DustFieldSpec d;
+  const int64_t n = number(spec, f[0], "the count");
+  if (f.size() > 1) d.size = number(spec, f[1], "the size");
+  const uint64_t seed = f.size() > 2 ? uint64_t(number(spec, f[2], "the seed")) : 1;
+  GP_CHECK(n <= 100000, "[sr] ", spec, ": at most 100000 synthetic maps");
+  for (int64_t i = 0; i < n; ++i) {
+    d.seed = seed + uint64_t(i);
+    if (mixed) {  // the range of observed dust: slope -3 .. -2.5, sigma_ln 0.3 .. 1
+      Rng r(d.seed ^ 0x5eedull);
+      d.slope = -3 + 0.5 * r.uniform(), d.sigma_ln = 0.3 + 0.7 * r.uniform();
+    }
+    maps.emplace_back("synthetic-" + std::to_string(d.size) + "-seed" + std::to_string(d.seed) + (mixed ? "-mixed" : ""),
+                      dust_field(d));
+  }
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec) {
   std::vector<std::pair<std::string, Map>> maps;
-  if (spec.rfind("synthetic:", 0) == 0) {
-    std::vector<std::string> f;
-    for (size_t a = 10, b; a <= spec.size(); a = b + 1) {
-      b = std::min(spec.find(':', a), spec.size());
-      f.push_back(spec.substr(a, b - a));
-    }
-    const bool mixed = f.size() == 4 && f[3] == "mixed";
-    GP_CHECK(f.size() <= 3 || mixed, "[sr] ", spec, ": expected synthetic:N[:size[:seed[:mixed]]]");
-    DustFieldSpec d;
-    const int64_t n = number(spec, f[0], "the count");
-    if (f.size() > 1) d.size = number(spec, f[1], "the size");
-    const uint64_t seed = f.size() > 2 ? uint64_t(number(spec, f[2], "the seed")) : 1;
-    GP_CHECK(n <= 100000, "[sr] ", spec, ": at most 100000 synthetic maps");
-    for (int64_t i = 0; i < n; ++i) {
-      d.seed = seed + uint64_t(i);
-      if (mixed) {  // the range of observed dust: slope -3 .. -2.5, sigma_ln 0.3 .. 1
-        Rng r(d.seed ^ 0x5eedull);
-        d.slope = -3 + 0.5 * r.uniform(), d.sigma_ln = 0.3 + 0.7 * r.uniform();
-      }
-      maps.emplace_back("synthetic-" + std::to_string(d.size) + "-seed" + std::to_string(d.seed) + (mixed ? "-mixed" : ""),
-                        dust_field(d));
-    }
-    return maps;
-  }
   for (size_t a = 0, b; a <= spec.size(); a = b + 1) {
     b = std::min(spec.find(',', a), spec.size());
     const std::string item = spec.substr(a, b - a);
     if (item.empty()) continue;
-    if (std::filesystem::is_directory(item)) {
+    if (item.rfind("synthetic:", 0) == 0) {
+      add_synthetic(item, maps);
+    } else if (std::filesystem::is_directory(item)) {
       std::vector<std::string> files;
       for (const auto& e : std::filesystem::directory_iterator(item)) {
         const std::string p = e.path().string();

@@ -121,59 +121,85 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
   std::vector<Tile> tiles;
   for (int64_t y : ys)
     for (int64_t x : xs) tiles.push_back({y, x});
-  const int64_t nt = int64_t(tiles.size()), nb = (nt + o.batch - 1) / o.batch;
+  const int64_t nt = int64_t(tiles.size()), nb = (nt + o.batch - 1) / o.batch, HW = H * W;
   const Schedule sched = Schedule::of(c);
+  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.sampler.steps);
+  const double eta = o.sampler.effective_eta();
+  const bool v_pred = c.prediction == "v";
+
+  // The tiles' weights summed over the map: each pixel's blended prediction is normalized by it.
+  std::vector<double> den(static_cast<size_t>(HW));
+  for (const Tile& t : tiles)
+    for (int64_t y = 0; y < P; ++y)
+      for (int64_t x = 0; x < P; ++x) den[size_t((t.y + y) * W + t.x + x)] += wy[size_t(y)] * wx[size_t(x)];
 
   Upscaled r;
   r.tiles = nt;
   r.mean = Map(H, W);
   r.sd = Map(H, W);
-  std::vector<double> num(static_cast<size_t>(H * W)), den(static_cast<size_t>(H * W));
-  std::vector<float> tcond, tout;
+  std::vector<float> xt(static_cast<size_t>(HW)), pred(static_cast<size_t>(HW)), z, input, tt;
+  std::vector<double> num(static_cast<size_t>(HW));
   int64_t done = 0;
   const int64_t total = o.samples * nb * o.sampler.steps;
   for (int64_t smp = 0; smp < o.samples; ++smp) {
-    std::fill(num.begin(), num.end(), 0.0);
-    std::fill(den.begin(), den.end(), 0.0);
-    for (int64_t b0 = 0; b0 < nt; b0 += o.batch) {
-      const int64_t B = std::min(o.batch, nt - b0);
-      tcond.assign(size_t(B * P * P), 0.f);
-      tout.assign(size_t(B * P * P), 0.f);
-      std::vector<uint64_t> seeds;
-      for (int64_t b = 0; b < B; ++b) {
-        const Tile& t = tiles[size_t(b0 + b)];
-        for (int64_t y = 0; y < P; ++y)
-          for (int64_t x = 0; x < P; ++x) tcond[size_t((b * P + y) * P + x)] = float(cond.at(t.y + y, t.x + x));
-        seeds.push_back(o.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t(smp) << 32) ^ uint64_t(b0 + b));
-      }
-      sample(net, sched, tcond.data(), tout.data(), B, P, P, o.sampler, seeds, [&](int64_t) {
+    // One sample of the whole map: x_t is one map, its noise drawn in raster order from (seed,
+    // sample) alone. At each step every tile's network sees its window of x_t and the condition,
+    // the tiles' predictions are blended with the feathering weights, and the map takes one
+    // sampler step. Overlapping tiles thus agree on one realization of the small scales, where
+    // blending tiles sampled apart would average two realizations and lose their power.
+    Rng rng(o.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t(smp) << 32) ^ 0x5352u);
+    for (float& v : xt) v = float(rng.normal());
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::fill(num.begin(), num.end(), 0.0);
+      for (int64_t b0 = 0; b0 < nt; b0 += o.batch) {
+        const int64_t B = std::min(o.batch, nt - b0);
+        input.assign(size_t(2 * B * P * P), 0.f);  // concat(x_t, cond) per pixel
+        tt.assign(size_t(B), float(steps[k]));
+        for (int64_t b = 0; b < B; ++b) {
+          const Tile& t = tiles[size_t(b0 + b)];
+          for (int64_t y = 0; y < P; ++y)
+            for (int64_t x = 0; x < P; ++x) {
+              const size_t i = size_t((t.y + y) * W + t.x + x), j = size_t(2 * ((b * P + y) * P + x));
+              input[j] = xt[i], input[j + 1] = float(cond.v[i]);
+            }
+        }
+        const float* out = net.forward(input.data(), tt.data(), B, P, P, false);
         r.flops += net.last_forward_flops();
+        for (int64_t b = 0; b < B; ++b) {
+          const Tile& t = tiles[size_t(b0 + b)];
+          for (int64_t y = 0; y < P; ++y)
+            for (int64_t x = 0; x < P; ++x)
+              num[size_t((t.y + y) * W + t.x + x)] +=
+                  wy[size_t(y)] * wx[size_t(x)] * double(out[size_t((b * P + y) * P + x)]);
+        }
         if (progress) progress(++done, total);
-      });
-      for (int64_t b = 0; b < B; ++b) {
-        const Tile& t = tiles[size_t(b0 + b)];
-        for (int64_t y = 0; y < P; ++y)
-          for (int64_t x = 0; x < P; ++x) {
-            const double w = wy[size_t(y)] * wx[size_t(x)];
-            const size_t i = size_t((t.y + y) * W + t.x + x);
-            num[i] += w * (cond.v[i] + c.residual_std * double(tout[size_t((b * P + y) * P + x)]));
-            den[i] += w;
-          }
       }
+      // The update is linear in the prediction, so blending predictions blends the estimates of x0.
+      for (size_t i = 0; i < num.size(); ++i) pred[i] = float(num[i] / den[i]);
+      const double a = sched.abar[size_t(steps[k])];
+      const double a_prev = k + 1 < steps.size() ? sched.abar[size_t(steps[k + 1])] : 1.0;
+      if (eta > 0 && a_prev < 1) {
+        z.resize(size_t(HW));
+        for (float& v : z) v = float(rng.normal());
+      }
+      ddim_update(xt.data(), pred.data(), eta > 0 && a_prev < 1 ? z.data() : nullptr, HW, a, a_prev, eta, v_pred);
     }
     // Welford's running mean and variance over the samples, in physical units.
-    if (smp == 0) r.first = Map(H, W);
-    for (size_t i = 0; i < num.size(); ++i) {
-      const double v = u.from(num[i] / den[i]), d = v - r.mean.v[i];
-      if (smp == 0) r.first.v[i] = v;
+    Map one(H, W);
+    for (size_t i = 0; i < xt.size(); ++i) {
+      const double v = one.v[i] = u.from(cond.v[i] + c.residual_std * double(xt[i])), d = v - r.mean.v[i];
       r.mean.v[i] += d / double(smp + 1);
       r.sd.v[i] += d * (v - r.mean.v[i]);
     }
+    if (smp == 0) r.first = one;
+    if (o.keep_samples) r.samples.push_back(std::move(one));
   }
   for (size_t i = 0; i < r.sd.v.size(); ++i) {
     r.sd.v[i] = o.samples > 1 ? std::sqrt(r.sd.v[i] / double(o.samples - 1)) : 0.0;
     const int64_t y = int64_t(i) / W, x = int64_t(i) % W;
-    if (!std::isfinite(lr.at(y / s, x / s))) r.mean.v[i] = r.sd.v[i] = r.first.v[i] = std::nan("");
+    if (std::isfinite(lr.at(y / s, x / s))) continue;
+    r.mean.v[i] = r.sd.v[i] = r.first.v[i] = std::nan("");
+    for (Map& one : r.samples) one.v[i] = std::nan("");
   }
   return r;
 }
