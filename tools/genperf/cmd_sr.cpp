@@ -205,8 +205,8 @@ Json score_json(const sr::SRMapScore& s, Json head) {
            {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
            {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr}, {"w1", s.w1},
            {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency}, {"consistency_bicubic", s.consistency_bicubic},
-           {"coverage", s.coverage}, {"coverage_predictive", s.coverage_predictive}, {"ssim_mean", s.ssim_mean}, {"ssim_bicubic", s.ssim_bicubic},
-           {"minkowski", s.minkowski}})
+           {"coverage", s.coverage}, {"coverage_predictive", s.coverage_predictive}, {"ssim_mean", s.ssim_mean},
+           {"ssim_bicubic", s.ssim_bicubic}, {"minkowski", s.minkowski}})
     head[key] = value;
   if (!s.spectrum.ratio.empty()) {
     head["spectrum_ratio"] = Json::Array(s.spectrum.ratio.begin(), s.spectrum.ratio.end());

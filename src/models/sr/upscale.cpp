@@ -99,6 +99,7 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
   const int64_t align = std::lcm(s, c.multiple());
   GP_CHECK(P > 0 && P % align == 0, "[sr upscale] tile ", P, ": expected a positive multiple of ", align,
            " (the scale ", s, " and the network's ", c.multiple(), ")");
+  GP_CHECK(c.channels == 1, "[sr upscale] ", what, ": a model of ", c.channels, " channels (maps have one)");
   GP_CHECK(o.overlap >= 0 && o.overlap <= 0.5, "[sr upscale] overlap ", o.overlap, ": expected 0 .. 0.5");
   GP_CHECK(o.samples >= 1 && o.batch >= 1, "[sr upscale] samples and batch must be positive");
   GP_CHECK(H >= P && W >= P, "[sr upscale] ", what, ": the ", lr.h, " x ", lr.w, " map is smaller than one tile (",
