@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "common/test_util.h"
 #include "genperf/dist.h"
@@ -382,11 +383,19 @@ TEST(Plan, ComputeAtTheRateOfTheJobsMatmuls) {
   ASSERT_TRUE(j["assumptions"]["rank_gemm_gflops"].is_object());
   EXPECT_EQ(j["assumptions"]["rank_gemm_gflops"]["kind"].as_string(), "measured");
 
-  const double one = measure_rank_gemm_gflops(c, options(1, 1, 32), 1);
+  // Four ranks on one core: each gets a quarter of it, well under one rank's rate. The matmuls
+  // take microseconds, so a busy machine can slow any one probe several times over: the medians
+  // of five probes of each, alternated, are compared.
+  std::vector<double> ones, shareds;
+  for (int i = 0; i < 5; ++i) {
+    ones.push_back(measure_rank_gemm_gflops(c, options(1, 1, 32), 1));
+    shareds.push_back(measure_rank_gemm_gflops(c, options(4, 1, 32), 1));
+  }
+  std::sort(ones.begin(), ones.end());
+  std::sort(shareds.begin(), shareds.end());
+  const double one = ones[2], shared = shareds[2];
   EXPECT_GT(one, 0.1);
   EXPECT_LT(one, 1e5);
-  // Four ranks on one core: each gets at most a quarter of it (timing noise aside, well under one).
-  const double shared = measure_rank_gemm_gflops(c, options(4, 1, 32), 1);
   EXPECT_LT(shared, 0.5 * one);
   o.rank_gemm_gflops = -1;
   EXPECT_THROW(o.validate(), Error);
