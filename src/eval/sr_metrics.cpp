@@ -63,35 +63,6 @@ std::vector<double> band_average(int64_t n, Fn value) {
   return sum;
 }
 
-}  // namespace
-
-double psnr(const Map& x, const Map& ref) {
-  check_same("psnr", x, ref);
-  double mse = 0;
-  for (size_t i = 0; i < x.v.size(); ++i) mse += (x.v[i] - ref.v[i]) * (x.v[i] - ref.v[i]);
-  mse /= double(x.v.size());
-  const auto [lo, hi] = std::minmax_element(ref.v.begin(), ref.v.end());
-  const double range = *hi - *lo;
-  return mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(range * range / mse);
-}
-
-std::vector<double> power_spectrum(const Map& m) {
-  const auto f = spectrum_of(m);
-  return band_average(m.h, [&](size_t i) { return std::norm(f[i]); });
-}
-
-std::vector<double> spectrum_correlation(const Map& a, const Map& b) {
-  check_same("spectrum_correlation", a, b);
-  const auto fa = spectrum_of(a), fb = spectrum_of(b);
-  const auto pa = band_average(a.h, [&](size_t i) { return std::norm(fa[i]); });
-  const auto pb = band_average(a.h, [&](size_t i) { return std::norm(fb[i]); });
-  auto r = band_average(a.h, [&](size_t i) { return (fa[i] * std::conj(fb[i])).real(); });
-  for (size_t k = 0; k < r.size(); ++k) r[k] = pa[k] > 0 && pb[k] > 0 ? r[k] / std::sqrt(pa[k] * pb[k]) : 0.0;
-  return r;
-}
-
-namespace {
-
 double worst_of(const std::vector<double>& ratio, int64_t n, int64_t scale) {
   const int64_t k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
   double worst = 0;
@@ -105,19 +76,53 @@ std::vector<double> ratio_of(const std::vector<double>& p_sr, const std::vector<
   return r;
 }
 
+
+// The band powers of a transform, and the band correlation of two transforms given their powers.
+std::vector<double> band_power(const std::vector<std::complex<double>>& f, int64_t n) {
+  return band_average(n, [&](size_t i) { return std::norm(f[i]); });
+}
+
+std::vector<double> band_correlation(const std::vector<std::complex<double>>& fa, const std::vector<double>& pa,
+                                     const std::vector<std::complex<double>>& fb, const std::vector<double>& pb,
+                                     int64_t n) {
+  auto r = band_average(n, [&](size_t i) { return (fa[i] * std::conj(fb[i])).real(); });
+  for (size_t k = 0; k < r.size(); ++k) r[k] = pa[k] > 0 && pb[k] > 0 ? r[k] / std::sqrt(pa[k] * pb[k]) : 0.0;
+  return r;
+}
+
 }  // namespace
+
+double psnr(const Map& x, const Map& ref) {
+  check_same("psnr", x, ref);
+  double mse = 0;
+  for (size_t i = 0; i < x.v.size(); ++i) mse += (x.v[i] - ref.v[i]) * (x.v[i] - ref.v[i]);
+  mse /= double(x.v.size());
+  const auto [lo, hi] = std::minmax_element(ref.v.begin(), ref.v.end());
+  const double range = *hi - *lo;
+  return mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(range * range / mse);
+}
+
+std::vector<double> power_spectrum(const Map& m) { return band_power(spectrum_of(m), m.h); }
+
+std::vector<double> spectrum_correlation(const Map& a, const Map& b) {
+  check_same("spectrum_correlation", a, b);
+  const auto fa = spectrum_of(a), fb = spectrum_of(b);
+  return band_correlation(fa, band_power(fa, a.h), fb, band_power(fb, b.h), a.h);
+}
 
 SpectrumScore spectrum_score(std::span<const Map> srs, const Map& hr, int64_t scale) {
   GP_CHECK(!srs.empty(), "[sr spectrum_score] no samples to score");
   GP_CHECK(scale >= 1 && hr.h / (2 * scale) >= 2, "[sr spectrum_score] scale ", scale, " leaves no band below a ",
            hr.h, "-pixel map's low-resolution Nyquist");
   SpectrumScore s;
-  s.p_hr = power_spectrum(hr);
+  const auto f_hr = spectrum_of(hr);  // one transform per map, the truth's shared by every sample
+  s.p_hr = band_power(f_hr, hr.h);
   s.p_sr.assign(s.p_hr.size(), 0.0);
   std::vector<double> corr(s.p_hr.size(), 0.0);
   for (const Map& sr : srs) {
     check_same("spectrum_score", sr, hr);
-    const auto p = power_spectrum(sr), r = spectrum_correlation(sr, hr);
+    const auto f = spectrum_of(sr);
+    const auto p = band_power(f, hr.h), r = band_correlation(f, p, f_hr, s.p_hr, hr.h);
     for (size_t k = 0; k < p.size(); ++k) {
       s.p_sr[k] += p[k] / double(srs.size());
       corr[k] += r[k] / double(srs.size());

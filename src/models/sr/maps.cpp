@@ -29,29 +29,6 @@ int64_t number(const std::string& spec, const std::string& field, const char* wh
   fail("[sr] ", spec, ": ", what, " '", field, "' is not a positive integer");
 }
 
-}  // namespace
-
-Map read_map(const std::string& path, FitsImage* fits) {
-  if (is_fits(path)) {
-    FitsImage img = read_fits(path);
-    Map m;
-    m.h = img.height, m.w = img.width;
-    m.v = std::move(img.pixels);
-    if (fits) *fits = std::move(img);
-    return m;
-  }
-  if (is_png(path)) {
-    const PngImage img = read_png(path);
-    Map m;
-    m.h = img.h, m.w = img.w;
-    m.v = png_luminance(img);
-    return m;
-  }
-  fail("[sr] ", path, ": not a map genperf reads (expected .fits, .fit, .fits.gz or .png)");
-}
-
-namespace {
-
 // synthetic:N[:size[:seed[:mixed]]]: dust fields of seeds seed .. seed + N - 1.
 void add_synthetic(const std::string& spec, std::vector<std::pair<std::string, Map>>& maps) {
   std::vector<std::string> f;
@@ -78,6 +55,25 @@ void add_synthetic(const std::string& spec, std::vector<std::pair<std::string, M
 }
 
 }  // namespace
+
+Map read_map(const std::string& path, FitsImage* fits) {
+  if (is_fits(path)) {
+    FitsImage img = read_fits(path);
+    Map m;
+    m.h = img.height, m.w = img.width;
+    m.v = std::move(img.pixels);
+    if (fits) *fits = std::move(img);
+    return m;
+  }
+  if (is_png(path)) {
+    const PngImage img = read_png(path);
+    Map m;
+    m.h = img.h, m.w = img.w;
+    m.v = png_luminance(img);
+    return m;
+  }
+  fail("[sr] ", path, ": not a map genperf reads (expected .fits, .fit, .fits.gz or .png)");
+}
 
 std::vector<std::pair<std::string, Map>> read_maps(const std::string& spec) {
   std::vector<std::pair<std::string, Map>> maps;
