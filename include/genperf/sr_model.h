@@ -33,6 +33,13 @@ struct Units {
 // The bicubic up-sampling of map by an integer factor (ops::bicubic_up_forward in float64).
 Map bicubic_up(const Map& m, int64_t scale);
 
+// Back-projection (Irani and Peleg 1991): x <- x + U(lr - D(x)) with D the degradation without
+// its noise and U bicubic up-sampling, repeated until ||D(x) - lr|| / ||lr|| <= tol or `iters`
+// rounds have run. It changes the scales the input holds and leaves the finer ones nearly alone.
+// Blank (NaN) pixels of lr pull on nothing. Returns the relative residual ||D(x) - lr|| / ||lr||
+// of the map it leaves (as measured before the round that would have been next).
+double back_project(Map& x, const Map& lr, const Degradation& d, int64_t iters, double tol);
+
 // A high-resolution map as the network sees it: cond and x0 at high resolution (see above), from
 // hr and its degradation; NaN pixels of hr are an error naming `what`.
 struct TrainingPair {
@@ -48,6 +55,14 @@ struct UpscaleOptions {
   double overlap = 0.25;  // fraction of a tile shared with its neighbour (0 .. 0.5)
   int64_t batch = 8;     // tiles per forward pass
   bool keep_samples = false;  // keep every sample (Upscaled::samples), as the evaluation scores them
+  // Data consistency: back-project each sample onto the input (back_project, in physical units)
+  // "none", at the "end", or at "every" step on the network's estimate of the map (as DDNM,
+  // Wang et al. 2023, does; the step then continues from the projected estimate, and the last
+  // step's output is it). `degradation` is the input's; its scale must be the model's.
+  std::string project = "none";
+  Degradation degradation;
+  int64_t project_iters = 10;
+  double project_tol = 1e-4;
 };
 struct Upscaled {
   Map mean, sd;       // physical units; NaN where the input was blank

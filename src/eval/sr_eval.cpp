@@ -30,6 +30,7 @@ std::vector<SRMapScore> evaluate_sr(UNet<float>& net, const std::vector<std::pai
     const auto t0 = std::chrono::steady_clock::now();
     UpscaleOptions keep = o;
     keep.keep_samples = true;
+    keep.degradation = d;  // a projection goes onto the degradation that made the input
     const Upscaled up = upscale(net, lr, keep, name);
     SRMapScore s;
     s.name = name, s.size = n;

@@ -72,13 +72,15 @@ TEST(SrCli, UpscaleWritesMeanSdWcsAndBlanks) {
   for (double v : in.pixels) s_in += std::isnan(v) ? 0 : v;
   for (double v : mean.pixels) s_out += std::isnan(v) ? 0 : v;
   EXPECT_NEAR(s_out / s_in, 1.0, 0.2);
-  bool object = false, history = false;
+  bool object = false, history = false, project = false;
   for (const std::string& card : mean.cards) {
     object |= card.rfind("OBJECT  = 'test field'", 0) == 0;
     history |= card.rfind("HISTORY genperf sr upscale", 0) == 0;
+    project |= card.rfind("GPPROJ  = 'end", 0) == 0;  // samples back-projected onto the input by default
   }
   EXPECT_TRUE(object);
   EXPECT_TRUE(history);
+  EXPECT_TRUE(project);
   // The second HDU: the samples' standard deviation.
   std::string out;
   ASSERT_EQ(run_command(std::string(GENPERF_PYTHON) +
@@ -148,6 +150,11 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
   EXPECT_EQ(j.at("tile").as_int(), 64);
   EXPECT_EQ(j.at("blur").as_number(), -1);
   EXPECT_EQ(j.at("noise").as_number(), 0);
+  // The samples are back-projected onto the input by default: two steps leave a rough map, the
+  // projection a consistent one.
+  EXPECT_EQ(j.at("project").as_string(), "end");
+  EXPECT_EQ(j.at("project_iters").as_int(), 10);
+  EXPECT_LT(j.at("consistency").as_number(), 0.01);
   EXPECT_NE(j.at("provenance").at("command").as_string().find("sr eval"), std::string::npos);
   EXPECT_FALSE(j.at("provenance").at("cpu").as_string().empty());
   const Json::Array& maps = j.at("maps").as_array();

@@ -15,6 +15,7 @@
 #include "genperf/error.h"
 #include "genperf/rng.h"
 #include "genperf/runtime.h"
+#include "genperf/sr_metrics.h"
 #include "genperf/sr_model.h"
 #include "genperf/unet.h"
 
@@ -390,6 +391,82 @@ TEST(Upscale, TilesShareOneSample) {
       ++(x < 8 ? n_edge : n_overlap);
     }
   EXPECT_NEAR(edge / double(n_edge) / (overlap / double(n_overlap)), 1.0, 0.35);
+}
+
+// Back-projection: from a map that knows nothing of the input (another field), ten rounds bring
+// its degradation onto the input, and the correction is nearly all in the scales the input holds
+// (bicubic up-sampling leaks a little above them).
+TEST(Upscale, BackProjectionMatchesTheInputAndKeepsTheFineScales) {
+  Degradation d;
+  d.scale = 4;
+  DustFieldSpec f;
+  f.size = 64, f.seed = 21;
+  const Map hr = dust_field(f);
+  const Map lr = degrade(hr, d);
+  f.seed = 22;
+  const Map before = dust_field(f);
+  Map x = before;
+  const double start = consistency(x, lr, d);
+  const double left = back_project(x, lr, d, 10, 1e-12);
+  std::printf("consistency %.4g -> %.4g after 10 rounds\n", start, left);
+  EXPECT_GT(start, 0.2);
+  EXPECT_NEAR(left, consistency(x, lr, d), 1e-12);
+  EXPECT_LT(left, 0.01);
+  // The change's power above the input's Nyquist (k > 8) against the map's own there.
+  Map change = x;
+  for (size_t i = 0; i < x.v.size(); ++i) change.v[i] -= before.v[i];
+  const auto p_change = power_spectrum(change), p_map = power_spectrum(before);
+  double fine_change = 0, fine_map = 0, coarse_change = 0;
+  for (size_t k = 1; k < p_map.size(); ++k) (k > 8 ? fine_change : coarse_change) += p_change[k], fine_map += k > 8 ? p_map[k] : 0;
+  std::printf("the change's power above k = 8: %.3g of its power below, %.3g of the map's above\n",
+              fine_change / coarse_change, fine_change / fine_map);
+  EXPECT_LT(fine_change, 0.01 * coarse_change);  // 99% of the correction is in the input's scales
+
+  // A consistent map is left as it is; a blank input pixel pulls on nothing.
+  Map same = hr;
+  EXPECT_EQ(back_project(same, lr, d, 10, 0), 0.0);
+  EXPECT_EQ(same.v, hr.v);
+  Map holed = lr;
+  holed.at(3, 5) = std::nan("");
+  Map y = before;
+  back_project(y, holed, d, 10, 0);
+  for (double v : y.v) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_THROW(back_project(y, degrade(hr, Degradation{2}), d, 1, 0), Error);
+}
+
+// Projected samples: at the end or at every step, the sample's degradation is the input; the
+// projection at every step feeds back into the network's later steps.
+TEST(Upscale, ProjectedSamplesMatchTheirInput) {
+  UNetConfig c = tiny();
+  c.scale = 2, c.transform = "log", c.residual_std = 0.5;
+  UNet<float> net(c);
+  net.init(seed_of(23, "Upscale.ProjectedSamplesMatchTheirInput"), false);
+  DustFieldSpec f;
+  f.size = 32, f.seed = 24;
+  Degradation d;
+  d.scale = 2;
+  const Map lr = degrade(dust_field(f), d);
+  UpscaleOptions o;
+  o.samples = 2, o.seed = 3, o.sampler.steps = 4, o.tile = 16, o.overlap = 0.25, o.keep_samples = true;
+  o.degradation = d, o.project_iters = 30;
+  const Upscaled none = upscale(net, lr, o, "lr");
+  o.project = "end";
+  const Upscaled end = upscale(net, lr, o, "lr");
+  o.project = "every";
+  const Upscaled every = upscale(net, lr, o, "lr");
+  const double c_none = consistency(none.samples[0], lr, d), c_end = consistency(end.samples[0], lr, d),
+               c_every = consistency(every.samples[1], lr, d);
+  std::printf("consistency of a sample: none %.3g, end %.3g, every %.3g\n", c_none, c_end, c_every);
+  EXPECT_GT(c_none, 0.01);
+  EXPECT_LT(c_end, 1e-3);
+  EXPECT_LT(c_every, 1e-3);
+  double moved = 0;
+  for (size_t i = 0; i < end.first.v.size(); ++i) moved = std::max(moved, std::fabs(end.first.v[i] - every.first.v[i]));
+  EXPECT_GT(moved, 1e-3);
+  o.degradation.scale = 4;
+  EXPECT_THROW(upscale(net, lr, o, "lr"), Error);
+  o.degradation.scale = 2, o.project = "sometimes";
+  EXPECT_THROW(upscale(net, lr, o, "lr"), Error);
 }
 
 }  // namespace

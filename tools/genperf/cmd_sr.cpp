@@ -48,6 +48,10 @@ const OptionSpec kEta{"eta", "DDIM's noise (0: deterministic)", "0"};
 const OptionSpec kTile{"tile", "tile side in output pixels", "128"};
 const OptionSpec kOverlap{"overlap", "fraction of a tile shared with each neighbour (0 .. 0.5)", "0.25"};
 const OptionSpec kBatch{"batch", "tiles per forward pass", "8"};
+const OptionSpec kProject{"project",
+                          "data consistency: back-project each sample onto the input at the end, at every step, or none",
+                          "end"};
+const OptionSpec kProjectIters{"project-iters", "back-projection rounds per projection", "10"};
 
 sr::UpscaleOptions upscale_options(const Args& a) {
   sr::UpscaleOptions o;
@@ -59,6 +63,8 @@ sr::UpscaleOptions upscale_options(const Args& a) {
   o.tile = a.integer("tile");
   o.overlap = a.number("overlap");
   o.batch = a.integer("batch");
+  o.project = a.str("project");
+  o.project_iters = a.integer("project-iters");
   return o;
 }
 
@@ -144,7 +150,8 @@ int cmd_sr_upscale(int argc, char** argv) {
          {{"model", "SR model directory (config.json, model.safetensors)"},
           {"scale", "the factor expected of the model (an error if it was trained for another)", "", false, true},
           kSteps, kSampler, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
-          {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch,
+          {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch, kProject, kProjectIters,
+          {"blur", "the input's blur sigma in output pixels, for --project (-1: 0.5 x scale)", "-1"},
           {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kThreads},
          argc, argv, 3 + int(pos.size()));
   if (run_help(a)) return 0;
@@ -162,7 +169,8 @@ int cmd_sr_upscale(int argc, char** argv) {
              " was trained for ", s);
   FitsImage hdr;
   const sr::Map lr = sr::read_map(in, &hdr);
-  const sr::UpscaleOptions o = upscale_options(a);
+  sr::UpscaleOptions o = upscale_options(a);
+  o.degradation.scale = s, o.degradation.blur_sigma = a.number("blur");
   Progress bar("upscale", 1);
   const sr::Upscaled up = sr::upscale(net, lr, o, in, [&](int64_t done, int64_t total) {
     bar.update(done * 1000 / total);
@@ -183,7 +191,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   prov.history.push_back("genperf sr upscale: " + g_command);
   prov.keywords = {{"GPMODEL", a.str("model")}, {"GPSCALE", std::to_string(s)},
                    {"GPSAMPLR", o.sampler.sampler}, {"GPSTEPS", std::to_string(o.sampler.steps)},
-                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}};
+                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}, {"GPPROJ", o.project}};
   write_fits(out, hdus, prov);
   std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
               (long long)lr.w, (long long)lr.h, (long long)up.mean.w, (long long)up.mean.h, (long long)up.tiles,
@@ -219,7 +227,7 @@ int cmd_sr_eval(int argc, char** argv) {
   Args a("sr eval",
          {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
           kSteps, kSampler, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
-          kOverlap, kBatch, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
+          kOverlap, kBatch, kProject, kProjectIters, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise", "0"}, kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
@@ -251,6 +259,8 @@ int cmd_sr_eval(int argc, char** argv) {
                              {"tile", o.tile},
                              {"overlap", o.overlap},
                              {"batch", o.batch},
+                             {"project", o.project},
+                             {"project_iters", o.project_iters},
                              {"blur", d.blur_sigma},
                              {"noise", d.noise}};
   record = score_json(mean, std::move(record));

@@ -51,6 +51,30 @@ Map bicubic_up(const Map& m, int64_t scale) {
   return out;
 }
 
+double back_project(Map& x, const Map& lr, const Degradation& d, int64_t iters, double tol) {
+  Degradation clean = d;
+  clean.noise = 0;
+  GP_CHECK(x.h == lr.h * d.scale && x.w == lr.w * d.scale, "[sr back_project] a ", x.h, " x ", x.w,
+           " map for a ", lr.h, " x ", lr.w, " input at scale ", d.scale);
+  double den = 0;
+  for (double v : lr.v)
+    if (std::isfinite(v)) den += v * v;
+  GP_CHECK(den > 0, "[sr back_project] the input is all zeros or blank");
+  double rel = 0;
+  for (int64_t it = 0;; ++it) {
+    Map r = degrade(x, clean);
+    double num = 0;
+    for (size_t i = 0; i < r.v.size(); ++i) {
+      r.v[i] = std::isfinite(lr.v[i]) ? lr.v[i] - r.v[i] : 0.0;
+      num += r.v[i] * r.v[i];
+    }
+    rel = std::sqrt(num / den);
+    if (rel <= tol || it == iters) return rel;
+    const Map up = bicubic_up(r, d.scale);
+    for (size_t i = 0; i < x.v.size(); ++i) x.v[i] += up.v[i];
+  }
+}
+
 TrainingPair training_pair(const Map& hr, const UNetConfig& c, const Degradation& d, const std::string& what) {
   GP_CHECK(d.scale == c.scale, "[sr] ", what, ": degradation by ", d.scale, " for a model of scale ", c.scale);
   for (double x : hr.v) GP_CHECK(std::isfinite(x), "[sr] ", what, ": training maps must have no blank (NaN) pixels");
@@ -105,6 +129,11 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
   GP_CHECK(H >= P && W >= P, "[sr upscale] ", what, ": the ", lr.h, " x ", lr.w, " map is smaller than one tile (",
            P / s, " x ", P / s, " input pixels at scale ", s, "); use a smaller --tile");
   o.sampler.validate(c.timesteps);
+  GP_CHECK(o.project == "none" || o.project == "end" || o.project == "every", "[sr upscale] project '", o.project,
+           "': expected none, end or every");
+  GP_CHECK(o.project == "none" || o.degradation.scale == s, "[sr upscale] projection onto a degradation by ",
+           o.degradation.scale, " for a model of scale ", s);
+  GP_CHECK(o.project_iters >= 0, "[sr upscale] project_iters ", o.project_iters, ": expected >= 0");
 
   // The condition of the whole map, blanks filled with the mean (0 in network units).
   const Units u = Units::of(lr, c.transform, what);
@@ -179,6 +208,20 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
       for (size_t i = 0; i < num.size(); ++i) pred[i] = float(num[i] / den[i]);
       const double a = sched.abar[size_t(steps[k])];
       const double a_prev = k + 1 < steps.size() ? sched.abar[size_t(steps[k + 1])] : 1.0;
+      if (o.project == "every") {
+        // The estimate of x0 in physical units, projected, and the prediction that gives it from x_t.
+        const double sa = std::sqrt(a), sn = std::sqrt(1 - a);
+        Map est(H, W);
+        for (size_t i = 0; i < xt.size(); ++i) {
+          const double x0 = v_pred ? sa * xt[i] - sn * pred[i] : (xt[i] - sn * pred[i]) / sa;
+          est.v[i] = u.from(cond.v[i] + c.residual_std * x0);
+        }
+        back_project(est, lr, o.degradation, o.project_iters, o.project_tol);
+        for (size_t i = 0; i < xt.size(); ++i) {
+          const double x0 = (u.to(est.v[i]) - cond.v[i]) / c.residual_std;
+          pred[i] = float(v_pred ? (sa * xt[i] - x0) / sn : (xt[i] - sa * x0) / sn);
+        }
+      }
       if (eta > 0 && a_prev < 1) {
         z.resize(size_t(HW));
         for (float& v : z) v = float(rng.normal());
@@ -187,8 +230,10 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
     }
     // Welford's running mean and variance over the samples, in physical units.
     Map one(H, W);
+    for (size_t i = 0; i < xt.size(); ++i) one.v[i] = u.from(cond.v[i] + c.residual_std * double(xt[i]));
+    if (o.project == "end") back_project(one, lr, o.degradation, o.project_iters, o.project_tol);
     for (size_t i = 0; i < xt.size(); ++i) {
-      const double v = one.v[i] = u.from(cond.v[i] + c.residual_std * double(xt[i])), d = v - r.mean.v[i];
+      const double v = one.v[i], d = v - r.mean.v[i];
       r.mean.v[i] += d / double(smp + 1);
       r.sd.v[i] += d * (v - r.mean.v[i]);
     }
