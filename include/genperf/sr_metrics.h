@@ -25,6 +25,8 @@ struct SpectrumScore {
   std::vector<double> p_sr, p_hr;  // <P_sr(k)> over the samples scored, P_hr(k); k = 0 .. n/2
   std::vector<double> ratio;       // R(k) = <P_sr(k)> / P_hr(k)
   double worst = 0;     // max |R - 1| over k_lr < k <= 0.8 k_Nyquist (the scales the input lacks)
+  double mean = 0;      // the mean of R(k) over those bands: the power missing or added there, which
+                        // the truth's own scatter blurs far less than the worst band (docs/SR.md)
   double min_corr = 0;  // min over 1 <= k <= k_lr / 2 of <r(k)> (the scales the input holds)
 };
 // k_lr = n / (2 scale), the low-resolution map's Nyquist band. The spectrum of the samples srs

@@ -63,11 +63,14 @@ std::vector<double> band_average(int64_t n, Fn value) {
   return sum;
 }
 
-double worst_of(const std::vector<double>& ratio, int64_t n, int64_t scale) {
+// The worst |R - 1| and the mean R over the bands the input lacks, k_lr < k <= 0.8 k_Nyquist.
+void score_ratio(SpectrumScore& s, int64_t n, int64_t scale) {
   const int64_t k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
-  double worst = 0;
-  for (int64_t k = k_lr + 1; k <= k_hi; ++k) worst = std::max(worst, std::fabs(ratio[size_t(k)] - 1));
-  return worst;
+  s.worst = s.mean = 0;
+  for (int64_t k = k_lr + 1; k <= k_hi; ++k) {
+    s.worst = std::max(s.worst, std::fabs(s.ratio[size_t(k)] - 1));
+    s.mean += s.ratio[size_t(k)] / double(k_hi - k_lr);
+  }
 }
 
 std::vector<double> ratio_of(const std::vector<double>& p_sr, const std::vector<double>& p_hr) {
@@ -129,7 +132,7 @@ SpectrumScore spectrum_score(std::span<const Map> srs, const Map& hr, int64_t sc
     }
   }
   s.ratio = ratio_of(s.p_sr, s.p_hr);
-  s.worst = worst_of(s.ratio, hr.h, scale);
+  score_ratio(s, hr.h, scale);
   s.min_corr = 1;
   for (int64_t k = 1; k <= hr.h / (2 * scale) / 2; ++k) s.min_corr = std::min(s.min_corr, corr[size_t(k)]);
   return s;
@@ -148,7 +151,7 @@ SpectrumScore pooled_spectrum_score(std::span<const SpectrumScore> scores, int64
     s.min_corr += one.min_corr / double(scores.size());
   }
   s.ratio = ratio_of(s.p_sr, s.p_hr);
-  s.worst = worst_of(s.ratio, 2 * (int64_t(s.ratio.size()) - 1), scale);
+  score_ratio(s, 2 * (int64_t(s.ratio.size()) - 1), scale);
   return s;
 }
 

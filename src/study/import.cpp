@@ -42,9 +42,10 @@ const std::vector<BenchKind>& bench_kinds() {
       // the maps, the sampler and the degradation; the batch changes the seconds alone.
       {"sr eval", "psnr_bicubic",
        {"model", "weight_types", "weights_bytes", "parameters", "scale", "data", "steps", "sampler", "eta", "samples",
-        "seed", "tile", "overlap", "batch", "blur", "noise"},
+        "seed", "tile", "overlap", "batch", "project", "project_iters", "blur", "noise"},
        {{"psnr_mean", "dB"}, {"psnr_one", "dB"}, {"psnr_bicubic", "dB"}, {"ssim_mean", ""}, {"ssim_bicubic", ""},
-        {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
+        {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""},
+        {"spectrum_mean", ""}, {"spectrum_mean_bicubic", ""}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
         {"w1_bicubic", ""}, {"consistency", ""}, {"consistency_bicubic", ""}, {"coverage", ""}, {"coverage_predictive", ""},
         {"minkowski", ""}}},
   };

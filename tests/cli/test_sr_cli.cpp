@@ -182,6 +182,13 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
       EXPECT_LE(set[k].as_number(), std::max(a, b) * (1 + 1e-12)) << key << " " << k;
     }
   }
+  // The mean R is the pooled R's over the bands the input lacks, 8 < k <= 25.
+  for (const char* key : {"spectrum_mean", "spectrum_mean_bicubic"}) {
+    const Json::Array& ratio = j.at(std::string(key) == "spectrum_mean" ? "spectrum_ratio" : "spectrum_ratio_bicubic").as_array();
+    double mean = 0;
+    for (size_t k = 9; k <= 25; ++k) mean += ratio[k].as_number() / 17;
+    EXPECT_NEAR(j.at(key).as_number(), mean, 1e-12) << key;
+  }
   for (const char* key : {"spectrum_worst", "spectrum_worst_bicubic"})
     EXPECT_LE(j.at(key).as_number(),
               std::max(maps[0].at(key).as_number(), maps[1].at(key).as_number()) * (1 + 1e-12)) << key;

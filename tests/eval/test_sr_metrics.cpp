@@ -147,19 +147,21 @@ TEST(SrMetrics, EnsembleAndPooledSpectrumRatios) {
   const SpectrumScore s = spectrum_score(srs, hr, 4);
   for (size_t k = 1; k < s.ratio.size(); ++k) EXPECT_NEAR(s.ratio[k], 5.0, 1e-9) << k;
   EXPECT_NEAR(s.worst, 4.0, 1e-9);
+  EXPECT_NEAR(s.mean, 5.0, 1e-9);
   EXPECT_NEAR(s.min_corr, 1.0, 1e-9);  // each sample is in phase with the truth
   // Pooled over two truths: the summed spectra's ratio, not the mean of the ratios.
   const SpectrumScore t = spectrum_score(scaled(other, 2), other, 4);
   const std::vector<SpectrumScore> both = {s, t};
   const SpectrumScore pooled = pooled_spectrum_score(both, 4);
   const auto p1 = power_spectrum(hr), p2 = power_spectrum(other);
-  double worst = 0;
+  double worst = 0, mean = 0;
   for (size_t k = 1; k < pooled.ratio.size(); ++k) {
     const double want = (5 * p1[k] + 4 * p2[k]) / (p1[k] + p2[k]);
     EXPECT_NEAR(pooled.ratio[k], want, 1e-9 * want) << k;
-    if (k > 8 && k <= 25) worst = std::max(worst, want - 1);
+    if (k > 8 && k <= 25) worst = std::max(worst, want - 1), mean += want / 17;
   }
   EXPECT_NEAR(pooled.worst, worst, 1e-9);
+  EXPECT_NEAR(pooled.mean, mean, 1e-9);
   const std::vector<SpectrumScore> mixed = {s, spectrum_score(field(32, 7), field(32, 8), 4)};
   EXPECT_THROW(pooled_spectrum_score(mixed, 4), Error);
 }

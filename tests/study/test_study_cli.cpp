@@ -113,7 +113,7 @@ TEST_F(StudyCli, SrEvalRecordIsStoredOnceAndReported) {
   CliResult r = run_genperf("study import --db " + db + " " + record("sreval"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(": sr eval run "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(", 17 metrics"), std::string::npos) << r.out;  // 16 figures and the seconds per map
+  EXPECT_NE(r.out.find(", 19 metrics"), std::string::npos) << r.out;  // 18 figures and the seconds per map
   const std::string before = run_genperf("study show --db " + db, tmp_).out;
   r = run_genperf("study import --db " + db + " " + record("sreval") + " " + record("sreval"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -121,7 +121,7 @@ TEST_F(StudyCli, SrEvalRecordIsStoredOnceAndReported) {
   const std::string after = run_genperf("study show --db " + db, tmp_).out;
   EXPECT_EQ(count_of(after, "runs"), 1) << after;
   EXPECT_EQ(count_of(after, "samples"), count_of(before, "samples")) << after;
-  EXPECT_EQ(count_of(after, "samples"), 16 + 2);  // a sample per figure, one per map timed
+  EXPECT_EQ(count_of(after, "samples"), 18 + 2);  // a sample per figure, one per map timed
 
   r = run_genperf("study export --db " + db + " --json " + (tmp_ / "sr.json"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;

@@ -211,6 +211,7 @@ Json score_json(const sr::SRMapScore& s, Json head) {
   for (const auto& [key, value] : std::initializer_list<std::pair<const char*, double>>{
            {"psnr_mean", s.psnr_mean}, {"psnr_one", s.psnr_one}, {"psnr_bicubic", s.psnr_bicubic},
            {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
+           {"spectrum_mean", s.spectrum.mean}, {"spectrum_mean_bicubic", s.spectrum_bicubic.mean},
            {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr}, {"w1", s.w1},
            {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency}, {"consistency_bicubic", s.consistency_bicubic},
            {"coverage", s.coverage}, {"coverage_predictive", s.coverage_predictive}, {"ssim_mean", s.ssim_mean},
@@ -280,13 +281,14 @@ int cmd_sr_eval(int argc, char** argv) {
     print_json(record);
     return 0;
   }
-  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s %6s\n", "map", "side", "PSNR", "one",
-              "bicubic", "SSIM", "bic", "|R-1|", "bic", "r_min", "W1", "bic", "Mink", "consist", "cover", "cov_t");
+  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s %6s\n", "map", "side", "PSNR", "one",
+              "bicubic", "SSIM", "bic", "|R-1|", "bic", "R_mean", "r_min", "W1", "bic", "Mink", "consist", "cover",
+              "cov_t");
   auto line = [](const sr::SRMapScore& s, const std::string& name) {
-    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f %6.3f\n",
+    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f %6.3f\n",
                 name.size() > 28 ? name.substr(name.size() - 28).c_str() : name.c_str(), (long long)s.size,
                 s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
-                s.spectrum_bicubic.worst, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
+                s.spectrum_bicubic.worst, s.spectrum.mean, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
                 s.coverage, s.coverage_predictive);
   };
   for (const auto& s : scores) line(s, s.name);
