@@ -35,12 +35,13 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
                       int64_t W, Rng& rng, bool backward = true, double loss_scale = 1);
 
 // "ddim": deterministic for eta = 0 (Song et al. 2021); "ddpm": ancestral sampling, DDIM's
-// update with eta = 1 (DDPM's posterior variance when steps = timesteps).
+// update with eta = 1 (DDPM's posterior variance when steps = timesteps); "dpm++2m": the
+// second-order multistep solver of the same ODE as DDIM with eta 0 (Lu et al. 2022), deterministic.
 struct SamplerOptions {
   std::string sampler = "ddim";
   int64_t steps = 25;
   double eta = 0;  // ddim only
-  double effective_eta() const { return sampler == "ddpm" ? 1.0 : eta; }
+  double effective_eta() const { return sampler == "ddpm" ? 1.0 : sampler == "ddim" ? eta : 0.0; }
   void validate(int64_t timesteps) const;  // throws for an unknown sampler or steps outside 1 .. timesteps
 };
 // The steps a sampler visits, from the noisiest: trailing spacing, round((k + 1) T / S) - 1 for
@@ -54,6 +55,16 @@ std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps);
 // z (n values) may be null when sigma is 0.
 template <typename F>
 void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_prev, double eta, bool v_pred);
+
+// One update of DPM-Solver++(2M) (Lu et al. 2022, data prediction, multistep) from step a to
+// a_prev, with lambda = ln(sqrt(abar) / sqrt(1 - abar)) and h = lambda_prev - lambda:
+//   x <- (sigma_prev / sigma) x + alpha_prev (1 - e^-h) D,
+//   D = x0h on the first step (h_last = 0; DDIM's update then) and the last (a_prev = 1: x <- x0h),
+//   else D = (1 + 1/(2r)) x0h - 1/(2r) x0_last, r = h_last / h.
+// x0_last (n values) holds the previous step's x0h and is overwritten with this one's; returns h
+// (the next call's h_last).
+template <typename F>
+double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double a_prev, double h_last, bool v_pred);
 
 // Samples x0 [B, H, W, channels] given cond: x starts as noise and runs the sampler's steps. Tile b's
 // noise comes from Rng(seeds[b]) alone, so its sample does not depend on the rest of the batch

@@ -143,7 +143,7 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
   EXPECT_EQ(j.at("weights_bytes").as_int(), 4 * j.at("parameters").as_int());
   EXPECT_EQ(j.at("scale").as_int(), 4);
   EXPECT_EQ(j.at("steps").as_int(), 2);
-  EXPECT_EQ(j.at("sampler").as_string(), "ddim");
+  EXPECT_EQ(j.at("sampler").as_string(), "dpm++2m");
   EXPECT_EQ(j.at("eta").as_number(), 0);
   EXPECT_EQ(j.at("samples").as_int(), 2);
   EXPECT_EQ(j.at("seed").as_int(), 3);

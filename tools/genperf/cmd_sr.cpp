@@ -43,7 +43,8 @@ std::vector<sr::Map> maps_only(const std::string& spec) {
 }
 
 const OptionSpec kSteps{"steps", "sampler steps", "25"};
-const OptionSpec kSampler{"sampler", "ddim (deterministic with --eta 0) or ddpm (ancestral)", "ddim"};
+const OptionSpec kSampler{"sampler", "dpm++2m (second order, deterministic), ddim (deterministic with --eta 0) or ddpm (ancestral)",
+                          "dpm++2m"};
 const OptionSpec kEta{"eta", "DDIM's noise (0: deterministic)", "0"};
 const OptionSpec kTile{"tile", "tile side in output pixels", "128"};
 const OptionSpec kOverlap{"overlap", "fraction of a tile shared with each neighbour (0 .. 0.5)", "0.25"};

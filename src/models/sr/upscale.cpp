@@ -167,7 +167,8 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
   r.tiles = nt;
   r.mean = Map(H, W);
   r.sd = Map(H, W);
-  std::vector<float> xt(static_cast<size_t>(HW)), pred(static_cast<size_t>(HW)), z, input, tt;
+  std::vector<float> xt(static_cast<size_t>(HW)), pred(static_cast<size_t>(HW)), z, input, tt, x0_last;
+  const bool dpm = o.sampler.sampler == "dpm++2m";
   std::vector<double> num(static_cast<size_t>(HW));
   int64_t done = 0;
   const int64_t total = o.samples * nb * o.sampler.steps;
@@ -179,6 +180,8 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
     // blending tiles sampled apart would average two realizations and lose their power.
     Rng rng(o.seed * 0x9e3779b97f4a7c15ull ^ (uint64_t(smp) << 32) ^ 0x5352u);
     for (float& v : xt) v = float(rng.normal());
+    double h_last = 0;
+    if (dpm) x0_last.assign(size_t(HW), 0.f);
     for (size_t k = 0; k < steps.size(); ++k) {
       std::fill(num.begin(), num.end(), 0.0);
       for (int64_t b0 = 0; b0 < nt; b0 += o.batch) {
@@ -221,6 +224,10 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
           const double x0 = (u.to(est.v[i]) - cond.v[i]) / c.residual_std;
           pred[i] = float(v_pred ? (sa * xt[i] - x0) / sn : (xt[i] - sa * x0) / sn);
         }
+      }
+      if (dpm) {
+        h_last = dpm2m_update(xt.data(), pred.data(), x0_last.data(), HW, a, a_prev, h_last, v_pred);
+        continue;
       }
       if (eta > 0 && a_prev < 1) {
         z.resize(size_t(HW));
