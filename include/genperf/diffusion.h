@@ -48,6 +48,15 @@ struct SamplerOptions {
 // k = S - 1 .. 0, so that the first is T - 1 (pure noise) and the last is 0.
 std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps);
 
+// The estimate of x0 that the network's prediction p (v or eps) gives at x_t = x, sa = sqrt(abar),
+// sn = sqrt(1 - abar); and the prediction that gives the estimate x0 there (its inverse).
+inline double x0_estimate(double x, double p, double sa, double sn, bool v_pred) {
+  return v_pred ? sa * x - sn * p : (x - sn * p) / sa;
+}
+inline double prediction_for(double x, double x0, double sa, double sn, bool v_pred) {
+  return v_pred ? (sa * x - x0) / sn : (x - sa * x0) / sn;
+}
+
 // One update from step a (abar) to the next a_prev (1 after the last): with the prediction pred
 // of the network (v or eps), x0h and epsh its estimates,
 //   x <- sqrt(a_prev) x0h + sqrt(1 - a_prev - sigma^2) epsh + sigma z,

@@ -108,7 +108,7 @@ void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_
   GP_CHECK(sigma == 0 || z, "[ddim_update] eta ", eta, " needs noise");
   for (int64_t i = 0; i < n; ++i) {
     const double xi = double(x[i]), p = double(pred[i]);
-    const double x0h = v_pred ? sa * xi - sn * p : (xi - sn * p) / sa;
+    const double x0h = x0_estimate(xi, p, sa, sn, v_pred);
     const double eh = v_pred ? sn * xi + sa * p : p;
     x[i] = F(keep * x0h + dir * eh + (sigma > 0 ? sigma * double(z[i]) : 0.0));
   }
@@ -124,7 +124,7 @@ double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double
   const double w = h_last > 0 && !last ? 0.5 * h / h_last : 0.0;  // 1 / (2r)
   for (int64_t i = 0; i < n; ++i) {
     const double xi = double(x[i]), p = double(pred[i]);
-    const double x0h = v_pred ? sa * xi - sn * p : (xi - sn * p) / sa;
+    const double x0h = x0_estimate(xi, p, sa, sn, v_pred);
     const double d = (1 + w) * x0h - w * double(x0_last[i]);
     x[i] = F(keep * xi + pull * d);
     x0_last[i] = F(x0h);

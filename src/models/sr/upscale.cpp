@@ -215,15 +215,11 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
         // The estimate of x0 in physical units, projected, and the prediction that gives it from x_t.
         const double sa = std::sqrt(a), sn = std::sqrt(1 - a);
         Map est(H, W);
-        for (size_t i = 0; i < xt.size(); ++i) {
-          const double x0 = v_pred ? sa * xt[i] - sn * pred[i] : (xt[i] - sn * pred[i]) / sa;
-          est.v[i] = u.from(cond.v[i] + c.residual_std * x0);
-        }
+        for (size_t i = 0; i < xt.size(); ++i)
+          est.v[i] = u.from(cond.v[i] + c.residual_std * x0_estimate(xt[i], pred[i], sa, sn, v_pred));
         back_project(est, lr, o.degradation, o.project_iters, o.project_tol);
-        for (size_t i = 0; i < xt.size(); ++i) {
-          const double x0 = (u.to(est.v[i]) - cond.v[i]) / c.residual_std;
-          pred[i] = float(v_pred ? (sa * xt[i] - x0) / sn : (xt[i] - sa * x0) / sn);
-        }
+        for (size_t i = 0; i < xt.size(); ++i)
+          pred[i] = float(prediction_for(xt[i], (u.to(est.v[i]) - cond.v[i]) / c.residual_std, sa, sn, v_pred));
       }
       if (dpm) {
         h_last = dpm2m_update(xt.data(), pred.data(), x0_last.data(), HW, a, a_prev, h_last, v_pred);
