@@ -61,9 +61,13 @@ std::vector<std::string> list_op_cases(const std::string& op_filter);
 
 struct OpPerfResult {
   std::string op, name, isa;
-  double flops = 0, bytes = 0;                    // per call (ops_cost.h)
+  double flops = 0, bytes = 0;                    // per call (ops_cost.h): the model's count
+  // Where the kernel's algorithm does other arithmetic (Winograd's convolution), its name and the
+  // FLOPs it does per call; the fraction of the floor is of those. Else empty and 0.
+  std::string algorithm;
+  double executed_flops = 0;
   double median_s = 0, min_s = 0, max_s = 0;      // of `reps` timed calls after warm-up
-  double gflops = 0, gbs = 0;                     // achieved, at the median
+  double gflops = 0, gbs = 0;                     // achieved, at the median (the model's FLOPs)
   std::string bound;     // "compute" or "memory": which floor the op is held to
   std::string floor_name;  // "gemm f32", "gemm int8", "read bandwidth (memory)", "... (cache)"
   double floor = 0;        // GFLOP/s or GB/s

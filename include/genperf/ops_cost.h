@@ -64,6 +64,11 @@ OpCost scale_cost(int64_t n);
 // padding's zeros counted, as cuDNN and oneDNN count them); backward twice forward (dx and dw).
 OpCost conv2d_forward_cost(const ConvShape& s);
 OpCost conv2d_backward_cost(const ConvShape& s);
+// The arithmetic of the same 3 x 3 convolution (stride 1, padding 1) by Winograd's F(4 x 4, 3 x 3):
+// 36 products per 4 x 4 block of outputs and channel pair where the direct sum takes 144, and the
+// input and output transforms (the filters' transform, once per weights, is not counted). The
+// model's FLOPs stay conv2d_forward_cost's; this is what a floor holds a Winograd kernel to.
+OpCost conv2d_winograd_forward_cost(const ConvShape& s);
 // Image ops (ops_image.h), on [B, HW, C] images (f32; two passes over x for the statistics).
 OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C);
 OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C);

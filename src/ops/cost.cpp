@@ -151,6 +151,13 @@ OpCost conv2d_forward_cost(const ConvShape& s) {
   return {2.0 * out * d(s.filter()) + out,
           kF * (d(s.B) * d(s.H) * d(s.W) * d(s.IC) + d(s.OC) * d(s.filter()) + out + d(s.OC))};
 }
+OpCost conv2d_winograd_forward_cost(const ConvShape& s) {
+  const double tiles = d(s.B) * d((s.H + 3) / 4) * d((s.W + 3) / 4);
+  // Per tile: 36 products per channel pair (multiply and add); per input channel 12 one-
+  // dimensional transforms of 19 operations; per output channel 10 of 13, and the bias.
+  const double flops = tiles * (72.0 * d(s.IC) * d(s.OC) + 228.0 * d(s.IC) + 146.0 * d(s.OC));
+  return {flops, conv2d_forward_cost(s).bytes};
+}
 OpCost conv2d_backward_cost(const ConvShape& s) {
   const OpCost f = conv2d_forward_cost(s);
   return {2.0 * f.flops, 2.0 * f.bytes};

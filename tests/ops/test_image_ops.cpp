@@ -193,21 +193,29 @@ ConvShape conv(int64_t B, int64_t H, int64_t W, int64_t IC, int64_t OC, int64_t 
   return s;
 }
 
+constexpr cpu::ConvPath kConvPaths[] = {cpu::ConvPath::Winograd, cpu::ConvPath::OneDnn, cpu::ConvPath::Im2col};
+const char* path_name(cpu::ConvPath p) {
+  return p == cpu::ConvPath::Winograd ? " (Winograd)" : p == cpu::ConvPath::OneDnn ? " (oneDNN)" : " (im2col)";
+}
+
 }  // namespace
 
 // 3 x 3 same and strided (odd sizes: a bottom and right padding below pad, or negative), valid
 // (no padding), 1 x 1 pointwise (the matmul path) and strided, one input or output channel:
 // forward against the direct sum, backward against finite differences (float64), the float
-// kernel against the float64 one on both its paths (oneDNN's primitives and im2col), with a
+// kernel against the float64 one on each of its paths (Winograd's F(4 x 4, 3 x 3), oneDNN's
+// primitives and im2col; Winograd's where it applies: 3 x 3 same, channels in multiples of 8,
+// tiles cut by the image's edge, one pixel, OC not a multiple of 16), with a
 // second backward that must overwrite dx and add to dw and dbias; and images large enough that
 // the patch matrix is built in several chunks, which span images.
 TEST(ImageOps, Conv2d) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  const bool saved_path = cpu::conv_onednn_enabled();
+  const cpu::ConvPath saved_path = cpu::conv_path();
   const ConvShape shapes[] = {conv(2, 5, 7, 3, 4, 3, 1, 1),  conv(2, 6, 5, 3, 4, 3, 2, 1),  conv(1, 5, 6, 2, 3, 3, 1, 0),
                               conv(2, 4, 3, 5, 6, 1, 1, 0),  conv(1, 5, 5, 4, 2, 1, 2, 0),  conv(1, 1, 1, 3, 2, 3, 1, 1),
                               conv(2, 7, 9, 1, 16, 3, 2, 1), conv(3, 9, 7, 16, 1, 3, 1, 1), conv(2, 4, 6, 3, 3, 1, 2, 0),
-                              conv(1, 8, 6, 4, 5, 3, 2, 0)};
+                              conv(1, 8, 6, 4, 5, 3, 2, 0),  conv(2, 9, 11, 16, 24, 3, 1, 1), conv(1, 1, 1, 8, 8, 3, 1, 1),
+                              conv(1, 4, 4, 8, 16, 3, 1, 1), conv(2, 12, 16, 64, 32, 3, 1, 1)};
   for (const ConvShape& s : shapes) {
     const std::string what = "conv2d B=" + std::to_string(s.B) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) +
                              " IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " K=" +
@@ -232,9 +240,9 @@ TEST(ImageOps, Conv2d) {
     check_fd(what + " dw", w, dw, loss, r, 24);
     check_fd(what + " dbias", bias, db, loss, r, 8);
     const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
-    for (bool onednn : {true, false}) {
-      cpu::set_conv_onednn_enabled(onednn);
-      const std::string path = what + (onednn ? " (oneDNN)" : " (im2col)");
+    for (cpu::ConvPath cp : kConvPaths) {
+      cpu::set_conv_path(cp);
+      const std::string path = what + path_name(cp);
       std::vector<float> yf(n_out), dxf(x.size(), NAN), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
       conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s);
       conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), s);
@@ -269,9 +277,9 @@ TEST(ImageOps, Conv2d) {
     std::vector<double> dx(x.size()), dw(w.size(), 0.0);
     conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), G.data(), x.data(), w.data(), big);
     const auto xf = cast<float>(x), wf = cast<float>(w), Gf = cast<float>(G);
-    for (bool onednn : {true, false}) {
-      cpu::set_conv_onednn_enabled(onednn);
-      const std::string path = what + (onednn ? " (oneDNN)" : " (im2col)");
+    for (cpu::ConvPath cp : kConvPaths) {
+      cpu::set_conv_path(cp);
+      const std::string path = what + path_name(cp);
       std::vector<float> yf(want.size());
       conv2d_forward(yf.data(), xf.data(), wf.data(), static_cast<const float*>(nullptr), big);
       EXPECT_LT(rel_error(yf, want), 1e-5) << path;
@@ -282,7 +290,7 @@ TEST(ImageOps, Conv2d) {
       EXPECT_LT(rel_error(dwf, dw), 1e-5) << path;
     }
   }
-  cpu::set_conv_onednn_enabled(saved_path);
+  cpu::set_conv_path(saved_path);
   // Shapes the op refuses.
   std::vector<float> f(64, 0.f);
   float* p = f.data();
@@ -521,9 +529,39 @@ TEST(ImageOps, Mse) {
 // bias gradient give the same bits at any thread count, on both float paths, at shapes of the SR
 // UNet (its levels, a strided down-sampling, the concatenated skips, one output channel). dw may
 // differ (its sum over pixels is split among the threads).
+// Winograd's path keeps each weights buffer's transformed filters: weights changed in place (a
+// training step) must give what a fresh buffer with the same values gives, bit for bit, and the
+// kept ones again after the change is undone.
+TEST(ImageOps, WinogradFiltersFollowTheirWeights) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const cpu::ConvPath saved_path = cpu::conv_path();
+  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  const ConvShape s = conv(2, 10, 12, 16, 24, 3, 1, 1);
+  ASSERT_TRUE(isa() < Isa::Avx2 || cpu::conv2d_uses_winograd(s));
+  Rng r(kSeed + 11);
+  const auto x = cast<float>(randn(r, size_t(s.B * s.H * s.W * s.IC)));
+  auto w = cast<float>(randn(r, size_t(s.OC * s.filter()), 0.3));
+  const size_t n_out = size_t(s.B * s.H * s.W * s.OC);
+  auto run = [&](const std::vector<float>& wt) {
+    std::vector<float> y(n_out);
+    conv2d_forward(y.data(), x.data(), wt.data(), static_cast<const float*>(nullptr), s);
+    return y;
+  };
+  const auto y0 = run(w);
+  const auto w0 = w;
+  w[5] += 0.25f;  // one filter value changed in place
+  const auto y1 = run(w);
+  std::vector<float> fresh = w;
+  EXPECT_EQ(y1, run(fresh)) << "in place vs a fresh buffer";
+  EXPECT_NE(y1, y0);
+  w = w0;
+  EXPECT_EQ(run(w), y0) << "changed back";
+  cpu::set_conv_path(saved_path);
+}
+
 TEST(ImageOps, ConvIndependentOfThreadCount) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  const bool saved_path = cpu::conv_onednn_enabled();
+  const cpu::ConvPath saved_path = cpu::conv_path();
   const int saved = num_threads();
   for (const ConvShape& s : {conv(2, 16, 16, 16, 32, 3, 1, 1), conv(2, 16, 16, 32, 32, 3, 2, 1),
                              conv(2, 12, 10, 48, 16, 3, 1, 1), conv(3, 9, 7, 16, 1, 3, 1, 1),
@@ -533,10 +571,10 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
                w = cast<float>(randn(r, size_t(s.OC * s.filter()), 0.3)), bias = cast<float>(randn(r, size_t(s.OC)));
     const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
     const auto G = cast<float>(randn(r, n_out));
-    for (bool onednn : {true, false}) {
-      cpu::set_conv_onednn_enabled(onednn);
+    for (cpu::ConvPath cp : kConvPaths) {
+      cpu::set_conv_path(cp);
       const std::string what = "IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " stride " +
-                               std::to_string(s.stride) + (onednn ? " (oneDNN)" : " (im2col)");
+                               std::to_string(s.stride) + path_name(cp);
       std::vector<std::vector<float>> y, dx, db;
       for (int nt : {1, 2, 3, 4}) {
         set_num_threads(nt);
@@ -553,7 +591,7 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
     }
   }
   set_num_threads(saved);
-  cpu::set_conv_onednn_enabled(saved_path);
+  cpu::set_conv_path(saved_path);
 }
 
 // The loss and the bias gradient are sums: the same bits with one thread as with several.

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/image_ops.h"
 #include "bench/peaks.h"
 #include "common.h"
 #include "genperf/bench.h"
@@ -363,6 +364,11 @@ int cmd_bench_sr(int argc, char** argv) {
   Json j = r.to_json();
   j["model"] = spec;
   j["config"] = sr::unet_config_json(c);
+  {
+    ops::ConvShape probe;
+    probe.IC = probe.OC = c.base;
+    j["conv3x3"] = cpu::conv2d_uses_winograd(probe) ? "winograd" : "direct";
+  }
   if (!a.flag("no-peaks")) {
     const double peak = bench::measure_gemm_peak_gflops(DType::F32);
     j["gemm_peak_gflops_f32"] = peak;
@@ -376,6 +382,8 @@ int cmd_bench_sr(int argc, char** argv) {
   }
   std::printf("model      %s (%.2fM parameters), batch %lld x %lld x %lld, %.2f GFLOP per forward\n", spec.c_str(),
               double(r.parameters) / 1e6, (long long)o.batch, (long long)o.size, (long long)o.size, r.forward_flops / 1e9);
+  // MFU counts the model's FLOPs (the direct convolution's); Winograd's convolutions do fewer.
+  const bool winograd = j.at("conv3x3").as_string() == "winograd";
   std::printf("train      %.3f s/step median (min %.3f, max %.3f)  %.1f images/s  %.1f GFLOP/s", r.train_step.median,
               r.train_step.min, r.train_step.max, r.train_images_per_s, r.train_gflops);
   if (const Json* m = j.find("mfu_train")) std::printf("  MFU %.0f%%", 100 * m->as_number());
@@ -384,6 +392,9 @@ int cmd_bench_sr(int argc, char** argv) {
   if (const Json* m = j.find("mfu_sample"))
     std::printf("  MFU %.0f%% of the measured f32 GEMM peak (%.0f GFLOP/s)", 100 * m->as_number(),
                 j.at("gemm_peak_gflops_f32").as_number());
+  if (winograd)
+    std::printf("\n           GFLOP/s and MFU count the model's FLOPs; its 3 x 3 convolutions run Winograd's F(4x4,3x3),\n"
+                "           4x fewer products (the op harness holds them to the peak: genperf test-ops --mode perf --op conv2d)");
   std::printf("\nmemory     weights+EMA %.1f MB | grads+optimizer %.1f MB | activations %.1f MB | peak RSS %.1f MB (per rank)\n",
               double(r.weights_bytes) / 1e6, double(r.optimizer_bytes) / 1e6, double(r.activation_bytes) / 1e6,
               double(r.peak_rss) / 1e6);

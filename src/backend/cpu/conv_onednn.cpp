@@ -20,11 +20,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "backend/cpu/image_ops.h"
@@ -145,14 +142,6 @@ const float* prim_weights(const Conv& c, const ConvKey& k, const float* w) {
   return buf;
 }
 
-std::atomic<bool>& onednn_enabled() {
-  static std::atomic<bool> on = [] {
-    const char* e = std::getenv("GENPERF_CONV");
-    return !(e && std::string_view(e) == "im2col");
-  }();
-  return on;
-}
-
 // Runs run(c) on the cached primitive of k: false when oneDNN has none for the shape or fails.
 template <typename Run>
 bool with_conv(const ConvKey& k, Run run) {
@@ -167,9 +156,6 @@ bool with_conv(const ConvKey& k, Run run) {
 }
 
 }  // namespace
-
-bool conv_onednn_enabled() { return onednn_enabled().load(std::memory_order_relaxed); }
-void set_conv_onednn_enabled(bool on) { onednn_enabled().store(on, std::memory_order_relaxed); }
 
 bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
   const ConvKey k = key_of(s, Pass::Forward, bias != nullptr);

@@ -1,6 +1,8 @@
-// The CPU kernel of 2-D convolution (genperf/ops_image.h). Floats run on oneDNN's convolution
-// primitives (conv_onednn.cpp) where oneDNN has a JIT or GEMM implementation for the shape; the
-// rest, and float64 (the reference), run here on the backend's GEMM (gemm.h: oneDNN's sgemm for
+// The CPU kernel of 2-D convolution (genperf/ops_image.h). Floats run on Winograd's F(4 x 4, 3 x 3)
+// (conv_winograd_avx2.cpp) where it covers the shape and the CPU has AVX2, forward and backward
+// data; then on oneDNN's convolution primitives (conv_onednn.cpp) where oneDNN has a JIT or GEMM
+// implementation for the shape; the rest, and float64 (the reference), run here on the backend's
+// GEMM (gemm.h: oneDNN's sgemm for
 // float, a scalar loop for float64). A 1 x 1 kernel of stride 1 is a matmul over the pixels,
 // with no copy. Otherwise the output pixels of the whole batch, in order, are taken in chunks
 // whose patch matrix col [pixels, K*K*IC] (im2col) stays near kColBytes, in the calling thread's
@@ -16,6 +18,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -132,12 +137,43 @@ void add_column_sums(F* dbias, const F* dout, int64_t rows, int64_t OC) {
   }
 }
 
+std::atomic<ConvPath>& path() {
+  static std::atomic<ConvPath> p = [] {
+    const char* e = std::getenv("GENPERF_CONV");
+    const std::string_view v = e ? e : "";
+    return v == "im2col" ? ConvPath::Im2col : v == "onednn" ? ConvPath::OneDnn : ConvPath::Winograd;
+  }();
+  return p;
+}
+
+bool onednn() { return conv_path() != ConvPath::Im2col; }
+
+// dx = conv(dout, w') with w'[ic, ky, kx, oc] = w[oc, 2 - ky, 2 - kx, ic]: the data gradient of a
+// 3 x 3 convolution of stride 1 and padding 1 is one itself, of the flipped and transposed filter.
+void conv3x3_backward_data_winograd(float* dx, const float* dout, const float* w, const ConvShape& s) {
+  thread_local std::vector<float> flipped;
+  flipped.resize(size_t(s.OC * 9 * s.IC));
+  for (int64_t oc = 0; oc < s.OC; ++oc)
+    for (int64_t k = 0; k < 9; ++k)
+      for (int64_t ic = 0; ic < s.IC; ++ic) flipped[size_t((ic * 9 + 8 - k) * s.OC + oc)] = w[(oc * 9 + k) * s.IC + ic];
+  ConvShape t = s;
+  t.IC = s.OC, t.OC = s.IC;
+  conv3x3_winograd_avx2(dx, dout, flipped.data(), nullptr, t);
+}
+
 }  // namespace
+
+ConvPath conv_path() { return path().load(std::memory_order_relaxed); }
+void set_conv_path(ConvPath p) { path().store(p, std::memory_order_relaxed); }
+bool conv2d_uses_winograd(const ConvShape& s) {
+  return conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv3x3_winograd_applies(s);
+}
 
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
   if constexpr (std::is_same_v<F, float>) {
-    if (conv_onednn_enabled() && conv2d_forward_onednn(out, x, w, bias, s)) return;
+    if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
+    if (onednn() && conv2d_forward_onednn(out, x, w, bias, s)) return;
   }
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (pointwise(s)) {
@@ -159,7 +195,11 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
   if constexpr (std::is_same_v<F, float>) {
-    if (conv_onednn_enabled()) {
+    if (dx && conv2d_uses_winograd(s)) {
+      conv3x3_backward_data_winograd(dx, dout, w, s);
+      dx = nullptr;
+    }
+    if (onednn()) {
       if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
       if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
     }

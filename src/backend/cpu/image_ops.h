@@ -14,17 +14,27 @@ void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ops::Co
 template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w,
                      const ops::ConvShape& s);
-// The float convolution on oneDNN's primitives (conv_onednn.cpp), which conv2d_* call first:
-// forward out = (with bias when not null), backward dx = and dw +=. Each returns false where
-// oneDNN offers only its reference implementation or fails for the shape; the caller then runs
-// its own im2col path, and reads nothing the failed call wrote.
-// Whether conv2d_* try oneDNN's primitives first: true unless the environment has
-// GENPERF_CONV=im2col at the first call; tests set it to check the im2col path of floats too.
-bool conv_onednn_enabled();
-void set_conv_onednn_enabled(bool on);
+// The float convolution's paths, which conv2d_* take in this order where they apply: Winograd's
+// F(4 x 4, 3 x 3) for 3 x 3 convolutions of stride 1 and padding 1 with channel counts that are
+// multiples of 8 (conv_winograd_avx2.cpp, forward and backward data, AVX2 and above); oneDNN's
+// primitives (conv_onednn.cpp); and im2col on the backend's GEMM (image_conv.cpp). conv_path()
+// is the first path tried: GENPERF_CONV=onednn or im2col at the first call starts further down
+// the list (tests set it to check each path).
+enum class ConvPath { Winograd, OneDnn, Im2col };
+ConvPath conv_path();
+void set_conv_path(ConvPath p);
+// The float convolution on oneDNN's primitives: forward out = (with bias when not null), backward
+// dx = and dw +=. Each returns false where oneDNN offers only its reference implementation or
+// fails for the shape; the caller then runs its own im2col path, and reads nothing the failed
+// call wrote.
 bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
 bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
 bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
+// Whether conv2d_* run the shape on Winograd's path now (the path, the ISA level and the shape).
+bool conv2d_uses_winograd(const ops::ConvShape& s);
+// Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).
+bool conv3x3_winograd_applies(const ops::ConvShape& s);
+void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);

@@ -1,0 +1,271 @@
+// 3 x 3 convolution of stride 1 and padding 1 by Winograd's minimal filtering, F(4 x 4, 3 x 3)
+// (Lavin and Gray 2016, "Fast algorithms for convolutional neural networks"): each 4 x 4 block of
+// output pixels is A^T [ (G g G^T) . (B^T d B) ] A, with d the 6 x 6 input patch around the block
+// and g the 3 x 3 filter, so one block takes 36 products per channel pair where the direct
+// convolution takes 144 (4x fewer). The products over the input channels are 36 independent
+// matrix products, one per position xi of the 6 x 6 transformed patch:
+//   M[xi][tile, oc] = sum_ic V[xi][tile, ic] U[xi][ic, oc].
+// Tiles are taken in blocks sized to stay in the core's L2 cache (the block's V and M), each
+// block on one thread: input transform -> 36 products -> output transform and bias. Each output
+// value is summed by one thread in a fixed order, so the bits do not depend on the thread count.
+// Interpolation points 0, +-1, +-2 (and infinity); in float the error is a few 1e-7 of the
+// output's scale on the UNet's shapes (ImageOps.WinogradMatchesTheDirectConvolution).
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/image_ops.h"
+#include "genperf/runtime.h"
+
+namespace genperf::cpu {
+namespace {
+
+using ops::ConvShape;
+constexpr int kT = 6;      // transformed patch side (4 outputs + 3 - 1)
+constexpr int kXi = kT * kT;
+constexpr int kRows = 6;   // tiles per micro-kernel step (rows of the product)
+
+// t = B^T d along one axis: six values at stride `in`, written at stride `out`.
+inline void input_1d(const __m256* d, int in, __m256* t, int out) {
+  const __m256 d0 = d[0], d1 = d[in], d2 = d[2 * in], d3 = d[3 * in], d4 = d[4 * in], d5 = d[5 * in];
+  const __m256 four = _mm256_set1_ps(4.f), five = _mm256_set1_ps(5.f), two = _mm256_set1_ps(2.f);
+  const __m256 a = _mm256_fnmadd_ps(four, d2, d4);     // d4 - 4 d2
+  const __m256 b = _mm256_fnmadd_ps(four, d1, d3);     // d3 - 4 d1
+  const __m256 c = _mm256_sub_ps(d4, d2);              // d4 - d2
+  const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d3, d1));  // 2 (d3 - d1)
+  t[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d2, _mm256_mul_ps(four, d0)), d4);
+  t[out] = _mm256_add_ps(a, b);
+  t[2 * out] = _mm256_sub_ps(a, b);
+  t[3 * out] = _mm256_add_ps(c, e);
+  t[4 * out] = _mm256_sub_ps(c, e);
+  t[5 * out] = _mm256_add_ps(_mm256_fnmadd_ps(five, d3, _mm256_mul_ps(four, d1)), d5);
+}
+
+// y = A^T m along one axis: six values at stride `in` to four at stride `out`.
+inline void output_1d(const __m256* m, int in, __m256* y, int out) {
+  const __m256 m0 = m[0], m1 = m[in], m2 = m[2 * in], m3 = m[3 * in], m4 = m[4 * in], m5 = m[5 * in];
+  const __m256 p12 = _mm256_add_ps(m1, m2), n12 = _mm256_sub_ps(m1, m2);
+  const __m256 p34 = _mm256_add_ps(m3, m4), n34 = _mm256_sub_ps(m3, m4);
+  y[0] = _mm256_add_ps(_mm256_add_ps(m0, p12), p34);
+  y[out] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), n34, n12);
+  y[2 * out] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), p34, p12);
+  y[3 * out] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), n34, n12), m5);
+}
+
+// U[xi][ic][oc] = (G g G^T)[xi] for the filter g = w[oc, :, :, ic] (ohwi), eight input channels
+// at a time (contiguous in w).
+void transform_weights(const float* w, int64_t IC, int64_t OC, float* U) {
+  static constexpr float G[kT][3] = {{1.f / 4, 0, 0},          {-1.f / 6, -1.f / 6, -1.f / 6},
+                                     {-1.f / 6, 1.f / 6, -1.f / 6}, {1.f / 24, 1.f / 12, 1.f / 6},
+                                     {1.f / 24, -1.f / 12, 1.f / 6}, {0, 0, 1}};
+#pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
+  for (int64_t oc = 0; oc < OC; ++oc)
+    for (int64_t ic = 0; ic < IC; ic += 8) {
+      __m256 g[3][3], gg[kT][3];
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx) g[ky][kx] = _mm256_loadu_ps(w + ((oc * 3 + ky) * 3 + kx) * IC + ic);
+      for (int i = 0; i < kT; ++i)
+        for (int kx = 0; kx < 3; ++kx)
+          gg[i][kx] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][2]), g[2][kx],
+                                      _mm256_fmadd_ps(_mm256_set1_ps(G[i][1]), g[1][kx],
+                                                      _mm256_mul_ps(_mm256_set1_ps(G[i][0]), g[0][kx])));
+      for (int i = 0; i < kT; ++i)
+        for (int j = 0; j < kT; ++j) {
+          alignas(32) float u[8];
+          _mm256_store_ps(u, _mm256_fmadd_ps(_mm256_set1_ps(G[j][2]), gg[i][2],
+                                             _mm256_fmadd_ps(_mm256_set1_ps(G[j][1]), gg[i][1],
+                                                             _mm256_mul_ps(_mm256_set1_ps(G[j][0]), gg[i][0]))));
+          float* dst = U + ((i * kT + j) * IC + ic) * OC + oc;
+          for (int l = 0; l < 8; ++l) dst[l * OC] = u[l];
+        }
+    }
+}
+
+// The transformed filters of the calling thread's recent convolutions: a network's weights are
+// the same at every sampling step. An entry is found by the weights' address and shape and used
+// only while the weights are bit for bit those it was made from (training changes them in place),
+// so a hit is exactly a recomputation. Least recently used entries go beyond kCacheBytes.
+constexpr size_t kCacheBytes = size_t(64) << 20;
+const float* transformed_weights(const float* w, int64_t IC, int64_t OC) {
+  struct Entry {
+    const float* key;
+    int64_t IC, OC;
+    std::vector<float> w, U;
+    uint64_t used;
+  };
+  thread_local std::vector<Entry> cache;
+  thread_local uint64_t clock = 0;
+  const size_t n = size_t(9 * IC * OC);
+  for (Entry& e : cache)
+    if (e.key == w && e.IC == IC && e.OC == OC) {
+      e.used = ++clock;
+      if (std::memcmp(e.w.data(), w, n * sizeof(float)) != 0) {
+        std::memcpy(e.w.data(), w, n * sizeof(float));
+        transform_weights(w, IC, OC, e.U.data());
+      }
+      return e.U.data();
+    }
+  size_t bytes = 0;
+  for (const Entry& e : cache) bytes += (e.w.size() + e.U.size()) * sizeof(float);
+  while (!cache.empty() && bytes + n * 5 * sizeof(float) > kCacheBytes) {
+    auto lru = std::min_element(cache.begin(), cache.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+    bytes -= (lru->w.size() + lru->U.size()) * sizeof(float);
+    cache.erase(lru);
+  }
+  Entry& e = cache.emplace_back(Entry{w, IC, OC, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9), ++clock});
+  transform_weights(w, IC, OC, e.U.data());
+  return e.U.data();
+}
+
+struct Tiling {
+  int64_t ty, tx, per_image, total;
+  explicit Tiling(const ConvShape& s)
+      : ty((s.H + 3) / 4), tx((s.W + 3) / 4), per_image(ty * tx), total(s.B * ty * tx) {}
+};
+
+// V[xi][t][ic] for the tiles t0 .. t0 + n (rows of IC values, tile-major within each xi).
+void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, float* V) {
+  const int64_t IC = s.IC, stride_xi = n * IC;
+  alignas(32) __m256 d[kXi], t[kXi];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
+    const int64_t y0 = r / tl.tx * 4 - 1, x0 = r % tl.tx * 4 - 1;
+    for (int64_t c = 0; c < IC; c += 8) {
+      for (int u = 0; u < kT; ++u) {
+        const int64_t y = y0 + u;
+        for (int v = 0; v < kT; ++v) {
+          const int64_t xx = x0 + v;
+          d[u * kT + v] = y >= 0 && y < s.H && xx >= 0 && xx < s.W
+                              ? _mm256_loadu_ps(x + ((b * s.H + y) * s.W + xx) * IC + c)
+                              : _mm256_setzero_ps();
+        }
+      }
+      for (int u = 0; u < kT; ++u) input_1d(d + u, kT, t + u, kT);          // columns: B^T d
+      for (int u = 0; u < kT; ++u) input_1d(t + u * kT, 1, d + u * kT, 1);  // rows: (B^T d) B
+      float* dst = V + i * IC + c;
+      for (int xi = 0; xi < kXi; ++xi) _mm256_storeu_ps(dst + xi * stride_xi, d[xi]);
+    }
+  }
+}
+
+// C[R, 8 NV] = A[R, K] B[K, 8 NV] (rows of A at stride lda, of B and C at stride ldb, ldc). The
+// accumulators are named, not an array: GCC 12 keeps an array of them in memory, storing each at
+// every k (half the speed).
+template <int R, int NV>
+void micro(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t K) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(B + k * ldb);
+    const __m256 b1 = NV > 1 ? _mm256_loadu_ps(B + k * ldb + 8) : b0;
+#define GP_ROW(r)                                                    \
+  if constexpr (R > r) {                                             \
+    const __m256 a = _mm256_broadcast_ss(A + r * lda + k);           \
+    c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0);                       \
+    if constexpr (NV > 1) c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1); \
+  }
+    GP_ROW(0) GP_ROW(1) GP_ROW(2) GP_ROW(3) GP_ROW(4) GP_ROW(5)
+#undef GP_ROW
+  }
+#define GP_STORE(r)                                                       \
+  if constexpr (R > r) {                                                  \
+    _mm256_storeu_ps(C + r * ldc, c##r##0);                               \
+    if constexpr (NV > 1) _mm256_storeu_ps(C + r * ldc + 8, c##r##1);     \
+  }
+  GP_STORE(0) GP_STORE(1) GP_STORE(2) GP_STORE(3) GP_STORE(4) GP_STORE(5)
+#undef GP_STORE
+}
+
+template <int NV>
+void micro_rows(int64_t rows, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+                int64_t K) {
+  switch (rows) {
+    case 1: return micro<1, NV>(A, lda, B, ldb, C, ldc, K);
+    case 2: return micro<2, NV>(A, lda, B, ldb, C, ldc, K);
+    case 3: return micro<3, NV>(A, lda, B, ldb, C, ldc, K);
+    case 4: return micro<4, NV>(A, lda, B, ldb, C, ldc, K);
+    case 5: return micro<5, NV>(A, lda, B, ldb, C, ldc, K);
+    default: return micro<6, NV>(A, lda, B, ldb, C, ldc, K);
+  }
+}
+
+// M[xi] = V[xi] U[xi] for each xi: [n, IC] x [IC, OC].
+void multiply(const float* V, const float* U, int64_t n, int64_t IC, int64_t OC, float* M) {
+  for (int xi = 0; xi < kXi; ++xi) {
+    const float* a = V + xi * n * IC;
+    const float* b = U + xi * IC * OC;
+    float* c = M + xi * n * OC;
+    for (int64_t oc = 0; oc < OC; oc += 16) {
+      const bool wide = OC - oc >= 16;
+      for (int64_t r = 0; r < n; r += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, n - r);
+        if (wide)
+          micro_rows<2>(rows, a + r * IC, IC, b + oc, OC, c + r * OC + oc, OC, IC);
+        else
+          micro_rows<1>(rows, a + r * IC, IC, b + oc, OC, c + r * OC + oc, OC, IC);
+      }
+    }
+  }
+}
+
+// out[4 x 4 block of tile t] = A^T M[:, t] A + bias, clipped to the image.
+void transform_output(const float* M, const float* bias, const ConvShape& s, const Tiling& tl, int64_t t0,
+                      int64_t n, float* out) {
+  const int64_t OC = s.OC, stride_xi = n * OC;
+  alignas(32) __m256 m[kXi], t[4 * kT], y[16];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
+    const int64_t y0 = r / tl.tx * 4, x0 = r % tl.tx * 4;
+    const int64_t ny = std::min<int64_t>(4, s.H - y0), nx = std::min<int64_t>(4, s.W - x0);
+    for (int64_t c = 0; c < OC; c += 8) {
+      const float* src = M + i * OC + c;
+      for (int xi = 0; xi < kXi; ++xi) m[xi] = _mm256_loadu_ps(src + xi * stride_xi);
+      for (int v = 0; v < kT; ++v) output_1d(m + v, kT, t + v, kT);  // columns: A^T m, 4 x 6
+      for (int u = 0; u < 4; ++u) output_1d(t + u * kT, 1, y + u * 4, 1);  // rows: (A^T m) A
+      const __m256 bv = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
+      for (int64_t u = 0; u < ny; ++u)
+        for (int64_t v = 0; v < nx; ++v)
+          _mm256_storeu_ps(out + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c, _mm256_add_ps(y[u * 4 + v], bv));
+    }
+  }
+}
+
+// The calling thread's buffer of at least n floats, kept between calls and only grown.
+float* scratch(int slot, size_t n) {
+  thread_local std::vector<float> buf[2];
+  if (buf[slot].size() < n) {
+    buf[slot].clear();
+    buf[slot].resize(n);
+  }
+  return buf[slot].data();
+}
+
+}  // namespace
+
+bool conv3x3_winograd_applies(const ConvShape& s) {
+  return s.K == 3 && s.stride == 1 && s.pad == 1 && s.IC % 8 == 0 && s.OC % 8 == 0;
+}
+
+void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
+  const Tiling tl(s);
+  // Tiles per block: V and M of the block in about 256 KiB, a whole number of micro-kernel steps.
+  const int64_t fit = (int64_t(64) << 10) / (kXi * (s.IC + s.OC));
+  const int64_t block = std::max<int64_t>(kRows, std::min<int64_t>(16 * kRows, fit / kRows * kRows));
+  const int64_t blocks = (tl.total + block - 1) / block;
+  const float* U = transformed_weights(w, s.IC, s.OC);
+  const int nt = blocks > 1 ? num_threads() : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t t0 = k * block, n = std::min(block, tl.total - t0);
+    float* V = scratch(0, size_t(kXi * block * s.IC));
+    float* M = scratch(1, size_t(kXi * block * s.OC));
+    transform_input(x, s, tl, t0, n, V);
+    multiply(V, U, n, s.IC, s.OC, M);
+    transform_output(M, bias, s, tl, t0, n, out);
+  }
+}
+
+}  // namespace genperf::cpu
