@@ -212,10 +212,10 @@ void add_conv(std::vector<PerfCase>& v, int64_t H, int64_t C) {
                    });
                  },
                  [=]() -> std::pair<double, std::string> {
-                   // Winograd's forward and data gradient; the weights' gradient is the direct sum.
+                   // Winograd's forward; backward: its data and weights gradients, as many products.
                    if (!cpu::conv2d_uses_winograd(s)) return {0.0, ""};
                    const double w = ops::conv2d_winograd_forward_cost(s).flops;
-                   return {bwd ? w + ops::conv2d_forward_cost(s).flops : w, "Winograd F(4x4,3x3)"};
+                   return {bwd ? 2 * w : w, "Winograd F(4x4,3x3)"};
                  }});
 }
 

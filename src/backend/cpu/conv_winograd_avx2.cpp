@@ -126,21 +126,30 @@ struct Tiling {
       : ty((s.H + 3) / 4), tx((s.W + 3) / 4), per_image(ty * tx), total(s.B * ty * tx) {}
 };
 
-// V[xi][t][ic] for the tiles t0 .. t0 + n (rows of IC values, tile-major within each xi).
-void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, float* V) {
-  const int64_t IC = s.IC, stride_xi = n * IC;
+// V[xi][t][ic] for the tiles t0 .. t0 + n (rows of IC values, tile-major within each xi, slices of
+// ld tiles).
+void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                     float* V) {
+  const int64_t IC = s.IC, stride_xi = ld * IC;
   alignas(32) __m256 d[kXi], t[kXi];
   for (int64_t i = 0; i < n; ++i) {
     const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
     const int64_t y0 = r / tl.tx * 4 - 1, x0 = r % tl.tx * 4 - 1;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + kT <= s.H && x0 + kT <= s.W;
+    const float* base = x + ((b * s.H + y0) * s.W + x0) * IC;  // the patch's corner (may lie outside)
     for (int64_t c = 0; c < IC; c += 8) {
-      for (int u = 0; u < kT; ++u) {
-        const int64_t y = y0 + u;
-        for (int v = 0; v < kT; ++v) {
-          const int64_t xx = x0 + v;
-          d[u * kT + v] = y >= 0 && y < s.H && xx >= 0 && xx < s.W
-                              ? _mm256_loadu_ps(x + ((b * s.H + y) * s.W + xx) * IC + c)
-                              : _mm256_setzero_ps();
+      if (inside) {
+        for (int u = 0; u < kT; ++u)
+          for (int v = 0; v < kT; ++v) d[u * kT + v] = _mm256_loadu_ps(base + (u * s.W + v) * IC + c);
+      } else {
+        for (int u = 0; u < kT; ++u) {
+          const int64_t y = y0 + u;
+          for (int v = 0; v < kT; ++v) {
+            const int64_t xx = x0 + v;
+            d[u * kT + v] = y >= 0 && y < s.H && xx >= 0 && xx < s.W
+                                ? _mm256_loadu_ps(x + ((b * s.H + y) * s.W + xx) * IC + c)
+                                : _mm256_setzero_ps();
+          }
         }
       }
       for (int u = 0; u < kT; ++u) input_1d(d + u, kT, t + u, kT);          // columns: B^T d
@@ -151,19 +160,27 @@ void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64
   }
 }
 
-// C[R, 8 NV] = A[R, K] B[K, 8 NV] (rows of A at stride lda, of B and C at stride ldb, ldc). The
-// accumulators are named, not an array: GCC 12 keeps an array of them in memory, storing each at
-// every k (half the speed).
-template <int R, int NV>
-void micro(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t K) {
+// C[R, 8 NV] (+)= A[R, K] B[K, 8 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride
+// ldb and ldc; Acc: C += (else C =). The accumulators are named, not an array: GCC 12 keeps an
+// array of them in memory, storing each at every k (half the speed).
+template <int R, int NV, bool Acc>
+void micro(const float* A, int64_t lda, int64_t ldk, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t K) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define GP_LOAD(r)                                                      \
+  if constexpr (Acc && R > r) {                                         \
+    c##r##0 = _mm256_loadu_ps(C + r * ldc);                             \
+    if constexpr (NV > 1) c##r##1 = _mm256_loadu_ps(C + r * ldc + 8);   \
+  }
+  GP_LOAD(0) GP_LOAD(1) GP_LOAD(2) GP_LOAD(3) GP_LOAD(4) GP_LOAD(5)
+#undef GP_LOAD
   for (int64_t k = 0; k < K; ++k) {
     const __m256 b0 = _mm256_loadu_ps(B + k * ldb);
     const __m256 b1 = NV > 1 ? _mm256_loadu_ps(B + k * ldb + 8) : b0;
+    const float* ak = A + k * ldk;
 #define GP_ROW(r)                                                    \
   if constexpr (R > r) {                                             \
-    const __m256 a = _mm256_broadcast_ss(A + r * lda + k);           \
+    const __m256 a = _mm256_broadcast_ss(ak + r * lda);              \
     c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0);                       \
     if constexpr (NV > 1) c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1); \
   }
@@ -179,36 +196,33 @@ void micro(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, i
 #undef GP_STORE
 }
 
-template <int NV>
-void micro_rows(int64_t rows, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                int64_t K) {
-  switch (rows) {
-    case 1: return micro<1, NV>(A, lda, B, ldb, C, ldc, K);
-    case 2: return micro<2, NV>(A, lda, B, ldb, C, ldc, K);
-    case 3: return micro<3, NV>(A, lda, B, ldb, C, ldc, K);
-    case 4: return micro<4, NV>(A, lda, B, ldb, C, ldc, K);
-    case 5: return micro<5, NV>(A, lda, B, ldb, C, ldc, K);
-    default: return micro<6, NV>(A, lda, B, ldb, C, ldc, K);
-  }
+// C[rows, cols] (+)= A[rows, K] B[K, cols], cols a multiple of 8: micro-kernels of up to 6 x 16.
+template <bool Acc>
+void product(int64_t rows, int64_t cols, int64_t K, const float* A, int64_t lda, int64_t ldk, const float* B,
+             int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t j = 0; j < cols; j += 16)
+    for (int64_t r = 0; r < rows; r += kRows) {
+      const float* a = A + r * lda;
+      float* c = C + r * ldc + j;
+      const bool wide = cols - j >= 16;
+#define GP_CASE(R)                                                      \
+  case R:                                                               \
+    if (wide)                                                           \
+      micro<R, 2, Acc>(a, lda, ldk, B + j, ldb, c, ldc, K);             \
+    else                                                                \
+      micro<R, 1, Acc>(a, lda, ldk, B + j, ldb, c, ldc, K);             \
+    break;
+      switch (std::min<int64_t>(kRows, rows - r)) {
+        GP_CASE(1) GP_CASE(2) GP_CASE(3) GP_CASE(4) GP_CASE(5) GP_CASE(6)
+      }
+#undef GP_CASE
+    }
 }
 
 // M[xi] = V[xi] U[xi] for each xi: [n, IC] x [IC, OC].
 void multiply(const float* V, const float* U, int64_t n, int64_t IC, int64_t OC, float* M) {
-  for (int xi = 0; xi < kXi; ++xi) {
-    const float* a = V + xi * n * IC;
-    const float* b = U + xi * IC * OC;
-    float* c = M + xi * n * OC;
-    for (int64_t oc = 0; oc < OC; oc += 16) {
-      const bool wide = OC - oc >= 16;
-      for (int64_t r = 0; r < n; r += kRows) {
-        const int64_t rows = std::min<int64_t>(kRows, n - r);
-        if (wide)
-          micro_rows<2>(rows, a + r * IC, IC, b + oc, OC, c + r * OC + oc, OC, IC);
-        else
-          micro_rows<1>(rows, a + r * IC, IC, b + oc, OC, c + r * OC + oc, OC, IC);
-      }
-    }
-  }
+  for (int xi = 0; xi < kXi; ++xi)
+    product<false>(n, OC, IC, V + xi * n * IC, IC, 1, U + xi * IC * OC, OC, M + xi * n * OC, OC);
 }
 
 // out[4 x 4 block of tile t] = A^T M[:, t] A + bias, clipped to the image.
@@ -233,9 +247,80 @@ void transform_output(const float* M, const float* bias, const ConvShape& s, con
   }
 }
 
+// z = A y along one axis (the adjoint of output_1d): four values at stride `in` to six at stride
+// `out`.
+inline void output_grad_1d(const __m256* y, int in, __m256* z, int out) {
+  const __m256 y0 = y[0], y1 = y[in], y2 = y[2 * in], y3 = y[3 * in];
+  const __m256 p02 = _mm256_add_ps(y0, y2), p13 = _mm256_add_ps(y1, y3);
+  const __m256 q02 = _mm256_fmadd_ps(_mm256_set1_ps(4.f), y2, y0);
+  const __m256 q13 = _mm256_fmadd_ps(_mm256_set1_ps(4.f), y3, y1);  // y1 + 4 y3: times 2 below
+  const __m256 two = _mm256_set1_ps(2.f);
+  z[0] = y0;
+  z[out] = _mm256_add_ps(p02, p13);
+  z[2 * out] = _mm256_sub_ps(p02, p13);
+  z[3 * out] = _mm256_fmadd_ps(two, q13, q02);
+  z[4 * out] = _mm256_fnmadd_ps(two, q13, q02);
+  z[5 * out] = y3;
+}
+
+// dM[xi][t][oc] = (A dY_t A^T)[xi], dY_t the output gradient's 4 x 4 block of tile t (zero
+// outside the image): the gradient of the products' results, per tile (slices of ld tiles).
+void transform_output_grad(const float* dy, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                           float* dM) {
+  const int64_t OC = s.OC, stride_xi = ld * OC;
+  alignas(32) __m256 y[16], t[kT * 4], m[kXi];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
+    const int64_t y0 = r / tl.tx * 4, x0 = r % tl.tx * 4;
+    const int64_t ny = std::min<int64_t>(4, s.H - y0), nx = std::min<int64_t>(4, s.W - x0);
+    for (int64_t c = 0; c < OC; c += 8) {
+      for (int64_t u = 0; u < 4; ++u)
+        for (int64_t v = 0; v < 4; ++v)
+          y[u * 4 + v] = u < ny && v < nx ? _mm256_loadu_ps(dy + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c)
+                                          : _mm256_setzero_ps();
+      for (int v = 0; v < 4; ++v) output_grad_1d(y + v, 4, t + v, 4);        // columns: A dY, 6 x 4
+      for (int u = 0; u < kT; ++u) output_grad_1d(t + u * 4, 1, m + u * kT, 1);  // rows: (A dY) A^T
+      float* dst = dM + i * OC + c;
+      for (int xi = 0; xi < kXi; ++xi) _mm256_storeu_ps(dst + xi * stride_xi, m[xi]);
+    }
+  }
+}
+
+// dw[oc, :, :, ic] += G^T dU[:][ic][oc] G (the adjoint of transform_weights), eight output
+// channels at a time (contiguous in dU).
+void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) {
+  static constexpr float G[kT][3] = {{1.f / 4, 0, 0},          {-1.f / 6, -1.f / 6, -1.f / 6},
+                                     {-1.f / 6, 1.f / 6, -1.f / 6}, {1.f / 24, 1.f / 12, 1.f / 6},
+                                     {1.f / 24, -1.f / 12, 1.f / 6}, {0, 0, 1}};
+#pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
+  for (int64_t ic = 0; ic < IC; ++ic)
+    for (int64_t oc = 0; oc < OC; oc += 8) {
+      __m256 gu[3][kT];  // G^T dU: 3 x 6
+      for (int j = 0; j < kT; ++j) {
+        __m256 col[kT];
+        for (int i = 0; i < kT; ++i) col[i] = _mm256_loadu_ps(dU + ((i * kT + j) * IC + ic) * OC + oc);
+        for (int ky = 0; ky < 3; ++ky) {
+          __m256 acc = _mm256_setzero_ps();
+          for (int i = 0; i < kT; ++i)
+            if (G[i][ky] != 0.f) acc = _mm256_fmadd_ps(_mm256_set1_ps(G[i][ky]), col[i], acc);
+          gu[ky][j] = acc;
+        }
+      }
+      for (int ky = 0; ky < 3; ++ky)
+        for (int kx = 0; kx < 3; ++kx) {
+          __m256 acc = _mm256_setzero_ps();
+          for (int j = 0; j < kT; ++j)
+            if (G[j][kx] != 0.f) acc = _mm256_fmadd_ps(_mm256_set1_ps(G[j][kx]), gu[ky][j], acc);
+          alignas(32) float g[8];
+          _mm256_store_ps(g, acc);
+          for (int l = 0; l < 8; ++l) dw[((oc + l) * 9 + ky * 3 + kx) * IC + ic] += g[l];
+        }
+    }
+}
+
 // The calling thread's buffer of at least n floats, kept between calls and only grown.
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[3];
   if (buf[slot].size() < n) {
     buf[slot].clear();
     buf[slot].resize(n);
@@ -262,10 +347,47 @@ void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const flo
     const int64_t t0 = k * block, n = std::min(block, tl.total - t0);
     float* V = scratch(0, size_t(kXi * block * s.IC));
     float* M = scratch(1, size_t(kXi * block * s.OC));
-    transform_input(x, s, tl, t0, n, V);
+    transform_input(x, s, tl, t0, n, n, V);
     multiply(V, U, n, s.IC, s.OC, M);
     transform_output(M, bias, s, tl, t0, n, out);
   }
+}
+
+
+void conv3x3_winograd_backward_weights_avx2(float* dw, const float* dout, const float* x, const ConvShape& s) {
+  const Tiling tl(s);
+  // dU[xi] = sum over tiles of V[xi]^T dM[xi]. Blocks of tiles in turn: the threads transform the
+  // block's tiles, then each adds the products of its share of the 36 positions into dU. Each
+  // dU[xi] is summed by one thread in tile order, so the bits do not depend on the thread count.
+  // The products' inner dimension is the tiles: blocks are long (each xi's slices of V and dM, not
+  // the whole block, are what a product reads at once).
+  const int64_t block = std::min<int64_t>(tl.total, 16 * kRows);
+  const size_t nu = size_t(kXi * s.IC * s.OC);
+  float* V = scratch(0, size_t(kXi * block * s.IC));
+  float* dM = scratch(1, size_t(kXi * block * s.OC));
+  float* part = scratch(2, nu);  // one block's sums
+  thread_local std::vector<double> sum;  // the blocks' sums, added in double
+  sum.assign(nu, 0.0);
+  double* acc = sum.data();  // (the workers' thread_local would be their own)
+  const int nt = num_threads();
+  for (int64_t t0 = 0; t0 < tl.total; t0 += block) {
+    const int64_t n = std::min(block, tl.total - t0);
+#pragma omp parallel num_threads(n >= 2 * kRows ? nt : 1)
+    {
+      const int id = omp_get_thread_num(), tn = omp_get_num_threads();
+      const int64_t i0 = n * id / tn, i1 = n * (id + 1) / tn;
+      transform_input(x, s, tl, t0 + i0, i1 - i0, block, V + i0 * s.IC);
+      transform_output_grad(dout, s, tl, t0 + i0, i1 - i0, block, dM + i0 * s.OC);
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int xi = 0; xi < kXi; ++xi) {
+      const size_t o = size_t(xi * s.IC * s.OC);
+      product<false>(s.IC, s.OC, n, V + xi * block * s.IC, 1, s.IC, dM + xi * block * s.OC, s.OC, part + o, s.OC);
+      for (size_t i = o; i < o + size_t(s.IC * s.OC); ++i) acc[i] += double(part[i]);
+    }
+  }
+  for (size_t i = 0; i < nu; ++i) part[i] = float(acc[i]);
+  transform_weights_grad(part, s.IC, s.OC, dw);
 }
 
 }  // namespace genperf::cpu

@@ -195,9 +195,10 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
   if constexpr (std::is_same_v<F, float>) {
-    if (dx && conv2d_uses_winograd(s)) {
-      conv3x3_backward_data_winograd(dx, dout, w, s);
-      dx = nullptr;
+    if (conv2d_uses_winograd(s)) {
+      if (dx) conv3x3_backward_data_winograd(dx, dout, w, s);
+      if (dw) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s);
+      dx = dw = nullptr;
     }
     if (onednn()) {
       if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;

@@ -35,6 +35,8 @@ bool conv2d_uses_winograd(const ops::ConvShape& s);
 // Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).
 bool conv3x3_winograd_applies(const ops::ConvShape& s);
 void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
+// dw += the weights' gradient on Winograd's path (the same bits at any thread count).
+void conv3x3_winograd_backward_weights_avx2(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
