@@ -27,6 +27,9 @@ using ops::ConvShape;
 constexpr int kT = 6;      // transformed patch side (4 outputs + 3 - 1)
 constexpr int kXi = kT * kT;
 constexpr int kRows = 6;   // tiles per micro-kernel step (rows of the product)
+// The filter's transform: U = G g G^T.
+constexpr float G[kT][3] = {{1.f / 4, 0, 0},           {-1.f / 6, -1.f / 6, -1.f / 6}, {-1.f / 6, 1.f / 6, -1.f / 6},
+                            {1.f / 24, 1.f / 12, 1.f / 6}, {1.f / 24, -1.f / 12, 1.f / 6},  {0, 0, 1}};
 
 // t = B^T d along one axis: six values at stride `in`, written at stride `out`.
 inline void input_1d(const __m256* d, int in, __m256* t, int out) {
@@ -58,9 +61,6 @@ inline void output_1d(const __m256* m, int in, __m256* y, int out) {
 // U[xi][ic][oc] = (G g G^T)[xi] for the filter g = w[oc, :, :, ic] (ohwi), eight input channels
 // at a time (contiguous in w).
 void transform_weights(const float* w, int64_t IC, int64_t OC, float* U) {
-  static constexpr float G[kT][3] = {{1.f / 4, 0, 0},          {-1.f / 6, -1.f / 6, -1.f / 6},
-                                     {-1.f / 6, 1.f / 6, -1.f / 6}, {1.f / 24, 1.f / 12, 1.f / 6},
-                                     {1.f / 24, -1.f / 12, 1.f / 6}, {0, 0, 1}};
 #pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
   for (int64_t oc = 0; oc < OC; ++oc)
     for (int64_t ic = 0; ic < IC; ic += 8) {
@@ -289,9 +289,6 @@ void transform_output_grad(const float* dy, const ConvShape& s, const Tiling& tl
 // dw[oc, :, :, ic] += G^T dU[:][ic][oc] G (the adjoint of transform_weights), eight output
 // channels at a time (contiguous in dU).
 void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) {
-  static constexpr float G[kT][3] = {{1.f / 4, 0, 0},          {-1.f / 6, -1.f / 6, -1.f / 6},
-                                     {-1.f / 6, 1.f / 6, -1.f / 6}, {1.f / 24, 1.f / 12, 1.f / 6},
-                                     {1.f / 24, -1.f / 12, 1.f / 6}, {0, 0, 1}};
 #pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
   for (int64_t ic = 0; ic < IC; ++ic)
     for (int64_t oc = 0; oc < OC; oc += 8) {
