@@ -522,6 +522,7 @@ TEST_F(Mpi, PlannedWindowsHoldWhatTrainingHolds) {
     const CliResult b = run(2, "bench train --model random:default --seq 32 --batch 1 --reps 1 --no-peaks --threads 1 "
                                "--shard " + shard + " --json");
     ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(Json::parse(b.out).at("inflight_buckets").as_number(), 2) << shard;  // the default limit
     const double measured = Json::parse(b.out).at("model_state_bytes").at("comm_buffers").as_number();
     const CliResult p = run(0, "plan --model random:default --ranks 2 --seq 32 --batch 1 --shard " + shard + " --json");
     ASSERT_EQ(p.code, 0) << p.err;
@@ -537,6 +538,9 @@ TEST_F(Mpi, PlannedWindowsHoldWhatTrainingHolds) {
 }
 
 TEST_F(Mpi, ABatchThatDoesNotSplitIsRefused) {
+  const CliResult limit = run(0, "bench train --model random:tiny --seq 16 --reps 1 --no-peaks --inflight-buckets -1");
+  EXPECT_NE(limit.code, 0);
+  EXPECT_NE(limit.err.find("--inflight-buckets must be 0 (no limit) or more, got -1"), std::string::npos) << limit.err;
   const CliResult r = run(4, train_args(tmp_ / "odd", "--grad-accum 6"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--grad-accum 6"), std::string::npos) << r.err;

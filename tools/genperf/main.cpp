@@ -1,4 +1,5 @@
 // genperf CLI: parses arguments and calls the library; no logic of its own.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -247,6 +248,8 @@ int cmd_bench_train(int argc, char** argv) {
           {"shard", "across ranks (mpirun -np N; --batch is per rank): none, optimizer, grads or full (ZeRO-1, 2, 3)", "none"},
           {"bucket-mb", "gradient bucket in MiB", "25"},
           {"no-overlap", "reduce gradients after backward instead of during it", "", true},
+          {"inflight-buckets", "grads and full: buckets that may still be reducing while backward goes on "
+           "(beyond them backward waits for the oldest); 0: no limit", "2"},
           kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
@@ -278,6 +281,9 @@ int cmd_bench_train(int argc, char** argv) {
   GP_CHECK(a.number("bucket-mb") > 0, "[bench train] --bucket-mb must be positive");
   o.dist.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
   o.dist.overlap = !a.flag("no-overlap");
+  GP_CHECK(a.integer("inflight-buckets") >= 0, "[bench train] --inflight-buckets must be 0 (no limit) or more, got ",
+           a.str("inflight-buckets"));
+  o.dist.inflight_buckets = a.integer("inflight-buckets") == 0 ? SIZE_MAX : size_t(a.integer("inflight-buckets"));
   const TrainBenchResult r = bench_train_step(c, o);
   // Rank 0 reports for the job (every rank ran the same steps in lockstep).
   if (world().rank() != 0) return 0;
@@ -286,6 +292,8 @@ int cmd_bench_train(int argc, char** argv) {
   j["parameters"] = c.num_parameters();
   j["precision"] = precision_name(o.train.precision);
   j["precision_requested"] = precision_name(requested);
+  if (o.dist.shard == ShardMode::Grads || o.dist.shard == ShardMode::Full)
+    j["inflight_buckets"] = a.integer("inflight-buckets");
   if (!a.flag("no-peaks")) {
     // MFU against the peak of the precision that ran: the f32 or the bf16 GEMM peak.
     const bool bf16 = o.train.precision == Precision::Bf16;
