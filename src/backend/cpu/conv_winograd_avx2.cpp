@@ -8,8 +8,12 @@
 // Tiles are taken in blocks sized to stay in the core's L2 cache (the block's V and M), each
 // block on one thread: input transform -> 36 products -> output transform and bias. Each output
 // value is summed by one thread in a fixed order, so the bits do not depend on the thread count.
-// Interpolation points 0, +-1, +-2 (and infinity); in float the error is a few 1e-7 of the
-// output's scale on the UNet's shapes (ImageOps.WinogradMatchesTheDirectConvolution).
+// The data gradient is this forward on the flipped, transposed filter (image_conv.cpp); the
+// weights' gradient (conv3x3_winograd_backward_weights_avx2) sums V[xi]^T (A dY A^T)[xi] over the
+// tiles and maps it back through G^T . G.
+// Interpolation points 0, +-1, +-2 (and infinity). The price is rounding: in float the largest
+// error is 4-8e-6 of the output's largest value on the UNet's shapes, against 0.2-1.2e-6 for the
+// direct sum (docs/SR.md, "Speed"); ImageOps.Conv2d holds every path to 1e-5 against float64.
 #include <immintrin.h>
 #include <omp.h>
 
