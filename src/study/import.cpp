@@ -30,7 +30,7 @@ const std::vector<BenchKind>& bench_kinds() {
        {"model", "parameters", "weight_types", "kv_type", "decode.prompt_tokens", "decode.tokens_per_rep"}},
       {"bench train", "step_seconds",
        {"model", "batch", "seq", "attention", "checkpoint_layers", "precision", "lora", "ranks", "shard", "overlap"}},
-      {"bench sr", "train_step_seconds", {"model", "batch", "size", "config", "ranks", "shard"}},
+      {"bench sr", "train_step_seconds", {"model", "batch", "size", "config", "ranks", "shard", "conv3x3"}},
       // The weights' bytes are part of what an evaluation's model is (its size, for accuracy
       // against size), as are the text's cut and the tasks' count.
       {"eval kl", "kl_mean", {"model", "ref", "weight_types", "weights_bytes", "parameters", "max_bytes"},

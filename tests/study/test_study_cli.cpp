@@ -98,6 +98,9 @@ TEST_F(StudyCli, ImportMergeExportShow) {
     EXPECT_EQ(m.at("threads").as_int(), 2);
     EXPECT_FALSE(m.at("commit").as_string().empty());
     EXPECT_NE(m.at("command").as_string().find("--out"), std::string::npos);
+    if (m.at("workload").as_string() == "bench sr") {  // the 3 x 3 convolutions' algorithm is part of it
+      EXPECT_NE(m.at("params").dump().find("conv3x3"), std::string::npos) << m.at("params").dump();
+    }
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"bench infer", "bench sr", "bench train"}));
   const std::string csv = read_text_file(tmp_ / "a.csv");
