@@ -3,7 +3,10 @@
 //   - a tile-compressed image (ZIMAGE = T) with ZTILEn = 0, or a RICE_1 one with ZVAL1 = 0:
 //     cfitsio divides by them (imcomp_get_compressed_image_par), and SIGFPE kills the process;
 //   - a table's TTYPEn value longer than 69 characters (only possible unquoted): cfitsio copies
-//     it into a 70-byte field (ffgtbp's strcpy), and the fortified strcpy aborts.
+//     it into a 70-byte field (ffgtbp's strcpy), and the fortified strcpy aborts;
+//   - a tile-compressed image whose table has no columns (TFIELDS = 0, or missing): cfitsio
+//     reads the compressed data's descriptors through a column that does not exist (ffgdesll,
+//     a segmentation fault).
 // The cards are read through cfitsio's own byte I/O (so gzip-compressed files are seen as cfitsio
 // sees them) and parsed as cfitsio parses them: names end at the first blank or '='.
 #include <algorithm>
@@ -87,6 +90,7 @@ bool digits_after(const std::string& key, const char* stem) {
 void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, long long start) {
   bool zimage = false, rice = false;
   std::string bad_tile, bad_rice;  // the first offending card of each kind
+  std::string tfields = "(missing)";
   char block[2880];
   for (long long pos = start;; pos += 2880) {
     int st = 0;
@@ -101,6 +105,9 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
       const std::string key = card_name(card);
       if (key == "END") {
         if (!zimage) return;
+        if (!positive_integer(tfields))
+          fail("[fits] ", path, ": HDU ", hdu, ": TFIELDS = ", tfields, ": a tile-compressed image's table has no ",
+               "columns");
         if (!bad_tile.empty())
           fail("[fits] ", path, ": HDU ", hdu, ": ", bad_tile, ": a tile-compressed image's tile size must be a ",
                "positive integer");
@@ -116,6 +123,7 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
              " characters long, more than the ", kMaxColumnName, " of a column name");
       // Conservative where cfitsio's choice among repeated cards is not obvious: any one counts.
       if (key == "ZIMAGE") zimage |= !value.empty() && value[0] == 'T';
+      if (key == "TFIELDS") tfields = value;
       if (key == "ZCMPTYPE") rice |= value.rfind("'RICE", 0) == 0;
       if (digits_after(key, "ZTILE") && bad_tile.empty() && !positive_integer(value)) bad_tile = cat(key, " = ", value);
       if (key == "ZVAL1" && bad_rice.empty() && !positive_integer(value)) bad_rice = cat(key, " = ", value);

@@ -495,6 +495,10 @@ TEST(Fits, HeadersThatCrashCfitsioAreRefusedBeforeItReadsThem) {
       edit_card(edit_card(good, "ZCMPTYPE= 'GZIP_1  '", "ZCMPTYPE= 'RICE_1  '"), "BLANK   = -32768", "ZVAL1   = 0");
   m = read_error(dir, rice, "rice0.fits");
   EXPECT_TRUE(contains(m, "HDU 2: ZVAL1 = 0: a RICE_1 image's block size must be a positive integer")) << m;
+  // No columns: cfitsio 4.2 read the compressed data through a column that is not there (SIGSEGV
+  // in ffgdesll; fuzz finding).
+  m = read_error(dir, edit_card(good, "TFIELDS = 1", "TFIELDS = 0"), "tfields0.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: TFIELDS = 0: a tile-compressed image's table has no columns")) << m;
   // A table's column name of 70 characters (possible unquoted only): cfitsio 4.2 copies it into a
   // 70-byte field, and the fortified strcpy aborts.
   m = read_error(dir, edit_card(good, "TTYPE1  = 'COMPRESSED_DATA'", cat("TTYPE1  = ", std::string(70, 'x'))),
