@@ -8,7 +8,7 @@
 // Tiles are taken in blocks sized to stay in the core's L2 cache (the block's V and M), each
 // block on one thread: input transform -> 36 products -> output transform and bias. Each output
 // value is summed by one thread in a fixed order, so the bits do not depend on the thread count.
-// The data gradient is this forward on the flipped, transposed filter (image_conv.cpp); the
+// The data gradient is this forward on the flipped, transposed filter; the
 // weights' gradient (conv3x3_winograd_backward_weights_avx2) sums V[xi]^T (A dY A^T)[xi] over the
 // tiles and maps it back through G^T . G.
 // Interpolation points 0, +-1, +-2 (and infinity). The price is rounding: in float the largest
@@ -64,13 +64,18 @@ inline void output_1d(const __m256* m, int in, __m256* y, int out) {
 
 // U[xi][ic][oc] = (G g G^T)[xi] for the filter g = w[oc, :, :, ic] (ohwi), eight input channels
 // at a time (contiguous in w).
-void transform_weights(const float* w, int64_t IC, int64_t OC, float* U) {
+// flip: the filter of the data gradient instead, w'[ic, ky, kx, oc] = w[oc, 2 - ky, 2 - kx, ic] (a
+// convolution of OC input and IC output channels), into U[xi][oc][ic], read straight from w.
+void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, float* U) {
 #pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
   for (int64_t oc = 0; oc < OC; ++oc)
     for (int64_t ic = 0; ic < IC; ic += 8) {
       __m256 g[3][3], gg[kT][3];
       for (int ky = 0; ky < 3; ++ky)
-        for (int kx = 0; kx < 3; ++kx) g[ky][kx] = _mm256_loadu_ps(w + ((oc * 3 + ky) * 3 + kx) * IC + ic);
+        for (int kx = 0; kx < 3; ++kx) {
+          const int y = flip ? 2 - ky : ky, x = flip ? 2 - kx : kx;
+          g[ky][kx] = _mm256_loadu_ps(w + ((oc * 3 + y) * 3 + x) * IC + ic);
+        }
       for (int i = 0; i < kT; ++i)
         for (int kx = 0; kx < 3; ++kx)
           gg[i][kx] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][2]), g[2][kx],
@@ -78,10 +83,15 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, float* U) {
                                                       _mm256_mul_ps(_mm256_set1_ps(G[i][0]), g[0][kx])));
       for (int i = 0; i < kT; ++i)
         for (int j = 0; j < kT; ++j) {
+          const __m256 v = _mm256_fmadd_ps(_mm256_set1_ps(G[j][2]), gg[i][2],
+                                           _mm256_fmadd_ps(_mm256_set1_ps(G[j][1]), gg[i][1],
+                                                           _mm256_mul_ps(_mm256_set1_ps(G[j][0]), gg[i][0])));
+          if (flip) {  // contiguous in ic
+            _mm256_storeu_ps(U + ((i * kT + j) * OC + oc) * IC + ic, v);
+            continue;
+          }
           alignas(32) float u[8];
-          _mm256_store_ps(u, _mm256_fmadd_ps(_mm256_set1_ps(G[j][2]), gg[i][2],
-                                             _mm256_fmadd_ps(_mm256_set1_ps(G[j][1]), gg[i][1],
-                                                             _mm256_mul_ps(_mm256_set1_ps(G[j][0]), gg[i][0]))));
+          _mm256_store_ps(u, v);
           float* dst = U + ((i * kT + j) * IC + ic) * OC + oc;
           for (int l = 0; l < 8; ++l) dst[l * OC] = u[l];
         }
@@ -91,12 +101,14 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, float* U) {
 // The transformed filters of the calling thread's recent convolutions: a network's weights are
 // the same at every sampling step. An entry is found by the weights' address and shape and used
 // only while the weights are bit for bit those it was made from (training changes them in place),
-// so a hit is exactly a recomputation. Least recently used entries go beyond kCacheBytes.
+// so a hit is exactly a recomputation; the forward's and the data gradient's (flip) transforms are
+// separate entries. Least recently used entries go beyond kCacheBytes.
 constexpr size_t kCacheBytes = size_t(64) << 20;
-const float* transformed_weights(const float* w, int64_t IC, int64_t OC) {
+const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool flip) {
   struct Entry {
     const float* key;
     int64_t IC, OC;
+    bool flip;
     std::vector<float> w, U;
     uint64_t used;
   };
@@ -104,11 +116,11 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC) {
   thread_local uint64_t clock = 0;
   const size_t n = size_t(9 * IC * OC);
   for (Entry& e : cache)
-    if (e.key == w && e.IC == IC && e.OC == OC) {
+    if (e.key == w && e.IC == IC && e.OC == OC && e.flip == flip) {
       e.used = ++clock;
       if (std::memcmp(e.w.data(), w, n * sizeof(float)) != 0) {
         std::memcpy(e.w.data(), w, n * sizeof(float));
-        transform_weights(w, IC, OC, e.U.data());
+        transform_weights(w, IC, OC, flip, e.U.data());
       }
       return e.U.data();
     }
@@ -119,8 +131,9 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC) {
     bytes -= (lru->w.size() + lru->U.size()) * sizeof(float);
     cache.erase(lru);
   }
-  Entry& e = cache.emplace_back(Entry{w, IC, OC, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9), ++clock});
-  transform_weights(w, IC, OC, e.U.data());
+  Entry& e = cache.emplace_back(
+      Entry{w, IC, OC, flip, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9), ++clock});
+  transform_weights(w, IC, OC, flip, e.U.data());
   return e.U.data();
 }
 
@@ -329,19 +342,13 @@ float* scratch(int slot, size_t n) {
   return buf[slot].data();
 }
 
-}  // namespace
-
-bool conv3x3_winograd_applies(const ConvShape& s) {
-  return s.K == 3 && s.stride == 1 && s.pad == 1 && s.IC % 8 == 0 && s.OC % 8 == 0;
-}
-
-void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
+// out = conv(x) + bias by the transformed filters U[xi][s.IC][s.OC].
+void winograd_forward(float* out, const float* x, const float* U, const float* bias, const ConvShape& s) {
   const Tiling tl(s);
   // Tiles per block: V and M of the block in about 256 KiB, a whole number of micro-kernel steps.
   const int64_t fit = (int64_t(64) << 10) / (kXi * (s.IC + s.OC));
   const int64_t block = std::max<int64_t>(kRows, std::min<int64_t>(16 * kRows, fit / kRows * kRows));
   const int64_t blocks = (tl.total + block - 1) / block;
-  const float* U = transformed_weights(w, s.IC, s.OC);
   const int nt = blocks > 1 ? num_threads() : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t k = 0; k < blocks; ++k) {
@@ -352,6 +359,24 @@ void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const flo
     multiply(V, U, n, s.IC, s.OC, M);
     transform_output(M, bias, s, tl, t0, n, out);
   }
+}
+
+}  // namespace
+
+bool conv3x3_winograd_applies(const ConvShape& s) {
+  return s.K == 3 && s.stride == 1 && s.pad == 1 && s.IC % 8 == 0 && s.OC % 8 == 0;
+}
+
+void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
+  winograd_forward(out, x, transformed_weights(w, s.IC, s.OC, false), bias, s);
+}
+
+// The data gradient of a 3 x 3 convolution of stride 1 and padding 1 is one itself, of the
+// flipped, transposed filter: dx = conv(dout, w'), OC channels in and IC out.
+void conv3x3_winograd_backward_data_avx2(float* dx, const float* dout, const float* w, const ConvShape& s) {
+  ConvShape t = s;
+  t.IC = s.OC, t.OC = s.IC;
+  winograd_forward(dx, dout, transformed_weights(w, s.IC, s.OC, true), nullptr, t);
 }
 
 

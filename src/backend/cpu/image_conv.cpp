@@ -148,19 +148,6 @@ std::atomic<ConvPath>& path() {
 
 bool onednn() { return conv_path() != ConvPath::Im2col; }
 
-// dx = conv(dout, w') with w'[ic, ky, kx, oc] = w[oc, 2 - ky, 2 - kx, ic]: the data gradient of a
-// 3 x 3 convolution of stride 1 and padding 1 is one itself, of the flipped and transposed filter.
-void conv3x3_backward_data_winograd(float* dx, const float* dout, const float* w, const ConvShape& s) {
-  thread_local std::vector<float> flipped;
-  flipped.resize(size_t(s.OC * 9 * s.IC));
-  for (int64_t oc = 0; oc < s.OC; ++oc)
-    for (int64_t k = 0; k < 9; ++k)
-      for (int64_t ic = 0; ic < s.IC; ++ic) flipped[size_t((ic * 9 + 8 - k) * s.OC + oc)] = w[(oc * 9 + k) * s.IC + ic];
-  ConvShape t = s;
-  t.IC = s.OC, t.OC = s.IC;
-  conv3x3_winograd_avx2(dx, dout, flipped.data(), nullptr, t);
-}
-
 }  // namespace
 
 ConvPath conv_path() { return path().load(std::memory_order_relaxed); }
@@ -196,7 +183,7 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
   if constexpr (std::is_same_v<F, float>) {
     if (conv2d_uses_winograd(s)) {
-      if (dx) conv3x3_backward_data_winograd(dx, dout, w, s);
+      if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s);
       if (dw) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s);
       dx = dw = nullptr;
     }

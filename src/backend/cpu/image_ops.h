@@ -35,6 +35,8 @@ bool conv2d_uses_winograd(const ops::ConvShape& s);
 // Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).
 bool conv3x3_winograd_applies(const ops::ConvShape& s);
 void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
+// dx = the data gradient on Winograd's path (the forward of the flipped, transposed filter).
+void conv3x3_winograd_backward_data_avx2(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
 // dw += the weights' gradient on Winograd's path (the same bits at any thread count).
 void conv3x3_winograd_backward_weights_avx2(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
 template <typename F>
