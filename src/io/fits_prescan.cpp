@@ -4,6 +4,9 @@
 //     cfitsio divides by them (imcomp_get_compressed_image_par), and SIGFPE kills the process;
 //   - a table's TTYPEn value longer than 69 characters (only possible unquoted): cfitsio copies
 //     it into a 70-byte field (ffgtbp's strcpy), and the fortified strcpy aborts;
+//   - a keyword with a byte that is not ASCII text (a corrupted NAXISn): cfitsio read the missing
+//     axis length from blanks and asked calloc for 2^61 x 160 bytes (ASan aborts the fuzz target;
+//     without it cfitsio reports the failed allocation);
 //   - a tile-compressed image whose table has no columns (TFIELDS = 0, or missing): cfitsio
 //     reads the compressed data's descriptors through a column that does not exist (ffgdesll,
 //     a segmentation fault).
@@ -79,6 +82,11 @@ size_t unquoted_length(const std::string& v) {
   return n;
 }
 
+std::string hex_byte(unsigned char b) {
+  const char* digits = "0123456789abcdef";
+  return std::string("0x") + digits[b >> 4] + digits[b & 15];
+}
+
 bool digits_after(const std::string& key, const char* stem) {
   const size_t n = std::char_traits<char>::length(stem);
   return key.size() > n && key.compare(0, n, stem) == 0 &&
@@ -102,6 +110,13 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
     }
     for (int k = 0; k < 36; ++k) {
       const std::string card(block + 80 * k, 80);
+      // A header is ASCII text (0x20-0x7E). A keyword with any other byte (its name ends at a blank
+      // or '=' for cfitsio, so the byte becomes part of it) left cfitsio 4.2 reading a missing
+      // NAXISn as blanks and asking calloc for 2^61 x 160 bytes (fuzz finding).
+      for (int c = 0; c < 8; ++c)
+        if (const unsigned char b = static_cast<unsigned char>(card[size_t(c)]); b < 0x20 || b > 0x7e)
+          fail("[fits] ", path, ": HDU ", hdu, ": header card ", (pos - start) / 80 + k + 1, ": its keyword holds the byte ",
+               hex_byte(b), ", which is not ASCII text");
       const std::string key = card_name(card);
       if (key == "END") {
         if (!zimage) return;

@@ -499,6 +499,11 @@ TEST(Fits, HeadersThatCrashCfitsioAreRefusedBeforeItReadsThem) {
   // in ffgdesll; fuzz finding).
   m = read_error(dir, edit_card(good, "TFIELDS = 1", "TFIELDS = 0"), "tfields0.fits");
   EXPECT_TRUE(contains(m, "HDU 2: TFIELDS = 0: a tile-compressed image's table has no columns")) << m;
+  // A keyword holding a byte that is not ASCII text: a corrupted NAXISn left cfitsio 4.2 reading
+  // the axis from blanks and asking calloc for 2^61 x 160 bytes (fuzz finding).
+  m = read_error(dir, edit_card(good, "ZIMAGE  =", "ZIMAG\xf5  =                    T"), "nonascii.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: header card ")) << m;
+  EXPECT_TRUE(contains(m, ": its keyword holds the byte 0xf5, which is not ASCII text")) << m;
   // A table's column name of 70 characters (possible unquoted only): cfitsio 4.2 copies it into a
   // 70-byte field, and the fortified strcpy aborts.
   m = read_error(dir, edit_card(good, "TTYPE1  = 'COMPRESSED_DATA'", cat("TTYPE1  = ", std::string(70, 'x'))),
