@@ -4,9 +4,10 @@
 //     cfitsio divides by them (imcomp_get_compressed_image_par), and SIGFPE kills the process;
 //   - a table's TTYPEn value longer than 69 characters (only possible unquoted): cfitsio copies
 //     it into a 70-byte field (ffgtbp's strcpy), and the fortified strcpy aborts;
-//   - a keyword with a byte that is not ASCII text (a corrupted NAXISn): cfitsio read the missing
-//     axis length from blanks and asked calloc for 2^61 x 160 bytes (ASan aborts the fuzz target;
-//     without it cfitsio reports the failed allocation);
+//   - an extension whose mandatory keywords (XTENSION, BITPIX, NAXIS, NAXISn, PCOUNT, GCOUNT,
+//     TFIELDS) are not in the standard's order with integer values: cfitsio reads them by position
+//     and took a shifted card's blanks for TFIELDS, asking calloc for 2^61 x 160 bytes (ASan
+//     aborts the fuzz target; without ASan cfitsio reports the failed allocation);
 //   - a tile-compressed image whose table has no columns (TFIELDS = 0, or missing): cfitsio
 //     reads the compressed data's descriptors through a column that does not exist (ffgdesll,
 //     a segmentation fault).
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include "genperf/error.h"
 #include "io/fits_internal.h"
@@ -82,15 +84,40 @@ size_t unquoted_length(const std::string& v) {
   return n;
 }
 
-std::string hex_byte(unsigned char b) {
-  const char* digits = "0123456789abcdef";
-  return std::string("0x") + digits[b >> 4] + digits[b & 15];
-}
-
 bool digits_after(const std::string& key, const char* stem) {
   const size_t n = std::char_traits<char>::length(stem);
   return key.size() > n && key.compare(0, n, stem) == 0 &&
          std::all_of(key.begin() + long(n), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A decimal integer of at most 18 digits, with an optional sign.
+bool integer(const std::string& v) {
+  const size_t sign = !v.empty() && (v[0] == '+' || v[0] == '-');
+  const size_t digits = v.size() - sign;
+  return digits >= 1 && digits <= 18 &&
+         std::all_of(v.begin() + long(sign), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// An extension's mandatory keywords, in the standard's order and with integer values:
+// XTENSION, BITPIX, NAXIS (0-999), NAXIS1 .. NAXISn (>= 0), PCOUNT (>= 0), GCOUNT (>= 1), and
+// TFIELDS (0-999) for a table. cfitsio reads them by position, whatever the card's name says.
+void check_mandatory(const std::string& path, int hdu, const std::vector<std::pair<std::string, std::string>>& cards) {
+  size_t at = 1;  // card 0 is XTENSION
+  auto want = [&](const std::string& key, long long lo, long long hi) {
+    const auto& [k, v] = at < cards.size() ? cards[at] : std::pair<std::string, std::string>{"END", ""};
+    if (k != key || !integer(v) || std::stoll(v) < lo || std::stoll(v) > hi)
+      fail("[fits] ", path, ": HDU ", hdu, ": header card ", at + 1, " is ", k, v.empty() ? "" : " = ", v,
+           " where the standard puts ", key, " (an integer from ", lo, " to ", hi, ")");
+    return std::stoll(cards[at++].second);
+  };
+  constexpr long long kMax = 999'999'999'999'999'999;
+  want("BITPIX", -64, 64);
+  const long long naxis = want("NAXIS", 0, 999);
+  for (long long i = 1; i <= naxis; ++i) want(cat("NAXIS", i), 0, kMax);
+  want("PCOUNT", 0, kMax);
+  want("GCOUNT", 1, kMax);
+  const std::string& type = cards[0].second;
+  if (type.rfind("'BINTABLE", 0) == 0 || type.rfind("'TABLE", 0) == 0) want("TFIELDS", 0, 999);
 }
 
 }  // namespace
@@ -99,6 +126,7 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
   bool zimage = false, rice = false;
   std::string bad_tile, bad_rice;  // the first offending card of each kind
   std::string tfields = "(missing)";
+  std::vector<std::pair<std::string, std::string>> cards;  // the header's keywords and values, in order
   char block[2880];
   for (long long pos = start;; pos += 2880) {
     int st = 0;
@@ -106,19 +134,15 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
     if (!st) ffgbyt(f, 2880, block, &st);
     if (st) {  // no (whole) header here: cfitsio's move says what is wrong
       fits_clear_errmsg();
+      // But an extension's first cards are read by position even where no END follows.
+      if (!cards.empty() && cards[0].first == "XTENSION") check_mandatory(path, hdu, cards);
       return;
     }
     for (int k = 0; k < 36; ++k) {
       const std::string card(block + 80 * k, 80);
-      // A header is ASCII text (0x20-0x7E). A keyword with any other byte (its name ends at a blank
-      // or '=' for cfitsio, so the byte becomes part of it) left cfitsio 4.2 reading a missing
-      // NAXISn as blanks and asking calloc for 2^61 x 160 bytes (fuzz finding).
-      for (int c = 0; c < 8; ++c)
-        if (const unsigned char b = static_cast<unsigned char>(card[size_t(c)]); b < 0x20 || b > 0x7e)
-          fail("[fits] ", path, ": HDU ", hdu, ": header card ", (pos - start) / 80 + k + 1, ": its keyword holds the byte ",
-               hex_byte(b), ", which is not ASCII text");
       const std::string key = card_name(card);
       if (key == "END") {
+        if (!cards.empty() && cards[0].first == "XTENSION") check_mandatory(path, hdu, cards);  // (else not a header)
         if (!zimage) return;
         if (!positive_integer(tfields))
           fail("[fits] ", path, ": HDU ", hdu, ": TFIELDS = ", tfields, ": a tile-compressed image's table has no ",
@@ -132,6 +156,7 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
         return;
       }
       const std::string value = card_value(card);
+      if (cards.size() < 1010) cards.emplace_back(key, value);  // room for the mandatory ones
       // Any TTYPE<text>: cfitsio takes the column number from the text as a number ("+1", "01").
       if (key.size() > 5 && key.compare(0, 5, "TTYPE") == 0 && unquoted_length(value) > kMaxColumnName)
         fail("[fits] ", path, ": HDU ", hdu, ": ", key, "'s value is ", unquoted_length(value),
