@@ -11,8 +11,12 @@ The "perfect" conditional sampler: the truth is a log-normal dust field exp(s g)
 synthetic:N:size:seed:mixed fields: slope -3 .. -2.5, sigma_ln s 0.3 .. 1); a sample keeps the
 Fourier modes of g with |k| <= k_LR, the scales the input holds, and draws those above afresh from
 the same spectrum. Its R(k) is 1 in expectation; what it scores is the estimator's scatter.
+It also scores the wide bands of sr eval's spectrum_worst_wide (the integer bands grouped four to
+an octave, their modes' power summed), and with --deficit a sampler whose samples lack that
+fraction of the power above k_LR: whether a score can tell it from a perfect one.
 
     /usr/bin/python3 bench/sr_spectrum_floor.py [--size 256] [--scale 4] [--maps 4] [--samples 8] [--trials 100]
+                                                 [--per-octave 4] [--deficit 0]
 """
 import argparse
 
@@ -27,6 +31,11 @@ def main():
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--per-octave", type=int, default=4,
+                    help="wide bands for the second score: this many a factor of 2 in k, as sr eval's spectrum_worst_wide")
+    ap.add_argument("--deficit", type=float, default=0.0,
+                    help="take this fraction of the power above k_LR from every sample (0: a perfect sampler), "
+                         "to see whether a score tells such a model from a perfect one")
     a = ap.parse_args()
     n = a.size
     k_lr, k_hi = n // (2 * a.scale), int(0.8 * (n // 2))
@@ -37,6 +46,13 @@ def main():
     hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)
     taper = hann[:, None] * hann[None, :]
     rng = np.random.default_rng(a.seed)
+    # The wide bands: integer bands k_LR + 1 .. k_hi grouped into ranges of equal width in log k,
+    # pooled by their modes (as genperf's wide_bands).
+    edges = k_lr * 2.0 ** (np.arange(0, 64) / a.per_octave)
+    wide = [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:]) if lo < k_hi]
+    wide_of = [[b for b in range(k_lr + 1, k_hi + 1) if lo < b <= hi] for lo, hi in wide]
+    wide_of = [w for w in wide_of if w]
+    keep = np.sqrt(1.0 - a.deficit)
     print(f"seed {a.seed}: {a.trials} trials of {a.maps} maps of {n} x {n}, scale {a.scale}, {a.samples} samples; "
           f"bands {k_lr + 1} .. {k_hi}")
 
@@ -49,7 +65,7 @@ def main():
         amp[0, 0] = 0
         return np.fft.fft2(rng.standard_normal((n, n))) * amp
 
-    worst, mean_r = [], []
+    worst, mean_r, worst_wide = [], [], []
     for _ in range(a.trials):
         p_sr, p_hr = np.zeros(n // 2 + 1), np.zeros(n // 2 + 1)
         for _ in range(a.maps):
@@ -61,12 +77,21 @@ def main():
             for _ in range(a.samples):
                 mixed = np.where(k <= k_lr, g_hat, gaussian(slope))
                 gs = np.real(np.fft.ifft2(mixed))
-                p_sr += power(np.exp(s * (gs - mu) / sd - s * s / 2)) / a.samples
+                m = np.exp(s * (gs - mu) / sd - s * s / 2)
+                if a.deficit:
+                    m_hat = np.fft.fft2(m)
+                    m = np.real(np.fft.ifft2(np.where(k > k_lr, keep * m_hat, m_hat)))
+                p_sr += power(m) / a.samples
         r = p_sr[k_lr + 1 : k_hi + 1] / p_hr[k_lr + 1 : k_hi + 1]
         worst.append(np.max(np.abs(r - 1)))
         mean_r.append(r.mean())
+        rw = [np.sum((p_sr * count)[w]) / np.sum((p_hr * count)[w]) for w in wide_of]
+        worst_wide.append(np.max(np.abs(np.array(rw) - 1)))
     q = lambda v, p: float(np.quantile(v, p))
     print(f"worst |R - 1|: median {q(worst, 0.5):.3f}, 10% {q(worst, 0.1):.3f}, 90% {q(worst, 0.9):.3f}")
+    print(f"worst |R - 1| over {len(wide_of)} wide bands ({a.per_octave} an octave): median {q(worst_wide, 0.5):.3f}, "
+          f"10% {q(worst_wide, 0.1):.3f}, 90% {q(worst_wide, 0.9):.3f}; above 0.1 in "
+          f"{100 * np.mean(np.array(worst_wide) > 0.1):.0f}% of trials")
     print(f"mean of R over the bands: median {q(mean_r, 0.5):.3f}, 5% {q(mean_r, 0.05):.3f}, 95% {q(mean_r, 0.95):.3f}")
 
 

@@ -28,7 +28,15 @@ struct SpectrumScore {
   double mean = 0;      // the mean of R(k) over those bands: the power missing or added there, which
                         // the truth's own scatter blurs far less than the worst band (docs/SR.md)
   double min_corr = 0;  // min over 1 <= k <= k_lr / 2 of <r(k)> (the scales the input holds)
+  // The same ratio over wide bands: the integer bands k_lr < k <= 0.8 k_Nyquist grouped
+  // kWideBandsPerOctave to an octave of k, (k_lr 2^(j/4), k_lr 2^((j+1)/4)], their modes' power
+  // summed. A band of one k holds about pi k modes, too few to test R to 10% on a few maps even
+  // for a perfect sampler; a wide band holds enough (docs/SR.md, "The spectrum score's floor").
+  std::vector<std::pair<int64_t, int64_t>> wide_bands;  // the first and last integer k of each
+  std::vector<double> wide_ratio;
+  double worst_wide = 0;  // max |R - 1| over the wide bands
 };
+inline constexpr int kWideBandsPerOctave = 4;
 // k_lr = n / (2 scale), the low-resolution map's Nyquist band. The spectrum of the samples srs
 // (one or more realizations for one truth) is their mean power per band, R(k) = <P_sr> / P_hr as
 // the ensemble average defines it, and r(k) the mean of each sample's cross-correlation.

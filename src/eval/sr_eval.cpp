@@ -59,7 +59,8 @@ SRMapScore mean_score(const std::vector<SRMapScore>& scores, int64_t scale) {
     m.size = std::max(m.size, s.size);
     for (auto [to, from] : {std::pair{&m.psnr_mean, s.psnr_mean}, {&m.psnr_one, s.psnr_one},
                             {&m.psnr_bicubic, s.psnr_bicubic}, {&m.spectrum.worst, s.spectrum.worst},
-                            {&m.spectrum.mean, s.spectrum.mean}, {&m.spectrum_bicubic.mean, s.spectrum_bicubic.mean},
+                            {&m.spectrum.mean, s.spectrum.mean}, {&m.spectrum.worst_wide, s.spectrum.worst_wide},
+                            {&m.spectrum_bicubic.worst_wide, s.spectrum_bicubic.worst_wide}, {&m.spectrum_bicubic.mean, s.spectrum_bicubic.mean},
                             {&m.spectrum.min_corr, s.spectrum.min_corr}, {&m.spectrum_bicubic.worst, s.spectrum_bicubic.worst},
                             {&m.spectrum_bicubic.min_corr, s.spectrum_bicubic.min_corr}, {&m.w1, s.w1},
                             {&m.w1_bicubic, s.w1_bicubic}, {&m.consistency, s.consistency},

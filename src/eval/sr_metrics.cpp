@@ -47,29 +47,55 @@ std::vector<std::complex<double>> spectrum_of(const Map& m) {
   return f;
 }
 
-// The mean of value(mode) over the modes of each integer band of |k|, k = 0 .. n/2.
+// fn(k, i) for each mode i of an n x n transform and its integer band k = floor(|k|) <= n/2.
 template <typename Fn>
-std::vector<double> band_average(int64_t n, Fn value) {
-  std::vector<double> sum(size_t(n / 2 + 1), 0.0), cnt(sum.size(), 0.0);
+void for_each_mode(int64_t n, Fn fn) {
   for (int64_t y = 0; y < n; ++y)
     for (int64_t x = 0; x < n; ++x) {
       const double ky = double(y <= n / 2 ? y : y - n), kx = double(x <= n / 2 ? x : x - n);
       const auto k = size_t(std::sqrt(kx * kx + ky * ky));
-      if (k >= sum.size()) continue;
-      sum[k] += value(size_t(y * n + x));
-      cnt[k] += 1;
+      if (k <= size_t(n / 2)) fn(k, size_t(y * n + x));
     }
+}
+
+// The number of modes in each integer band of |k|, k = 0 .. n/2.
+std::vector<double> band_counts(int64_t n) {
+  std::vector<double> cnt(size_t(n / 2 + 1), 0.0);
+  for_each_mode(n, [&](size_t k, size_t) { cnt[k] += 1; });
+  return cnt;
+}
+
+// The mean of value(mode) over the modes of each integer band of |k|, k = 0 .. n/2.
+template <typename Fn>
+std::vector<double> band_average(int64_t n, Fn value) {
+  std::vector<double> sum(size_t(n / 2 + 1), 0.0);
+  for_each_mode(n, [&](size_t k, size_t i) { sum[k] += value(i); });
+  const std::vector<double> cnt = band_counts(n);
   for (size_t k = 0; k < sum.size(); ++k) sum[k] = cnt[k] > 0 ? sum[k] / cnt[k] : 0.0;
   return sum;
 }
 
-// The worst |R - 1| and the mean R over the bands the input lacks, k_lr < k <= 0.8 k_Nyquist.
+// The worst |R - 1| and the mean R over the bands the input lacks, k_lr < k <= 0.8 k_Nyquist, and
+// the ratio over those bands grouped into wide ones (the modes' power summed).
 void score_ratio(SpectrumScore& s, int64_t n, int64_t scale) {
   const int64_t k_lr = n / (2 * scale), k_hi = int64_t(0.8 * double(n / 2));
   s.worst = s.mean = 0;
   for (int64_t k = k_lr + 1; k <= k_hi; ++k) {
     s.worst = std::max(s.worst, std::fabs(s.ratio[size_t(k)] - 1));
     s.mean += s.ratio[size_t(k)] / double(k_hi - k_lr);
+  }
+  const std::vector<double> cnt = band_counts(n);
+  s.wide_bands.clear(), s.wide_ratio.clear(), s.worst_wide = 0;
+  int64_t k = k_lr + 1;
+  for (int j = 0; k <= k_hi; ++j) {
+    const double hi = double(k_lr) * std::exp2(double(j + 1) / kWideBandsPerOctave);
+    double sr = 0, hr = 0;
+    const int64_t first = k;
+    for (; k <= k_hi && double(k) <= hi; ++k) sr += cnt[size_t(k)] * s.p_sr[size_t(k)], hr += cnt[size_t(k)] * s.p_hr[size_t(k)];
+    if (k == first) continue;  // no integer k in this octave's part
+    s.wide_bands.emplace_back(first, k - 1);
+    s.wide_ratio.push_back(hr > 0 ? sr / hr : 0.0);
+    s.worst_wide = std::max(s.worst_wide, std::fabs(s.wide_ratio.back() - 1));
   }
 }
 

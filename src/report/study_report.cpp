@@ -566,6 +566,8 @@ Section sr_quality_section(const std::vector<Figure>& figs) {
       {"power spectrum, worst |R − 1| (the samples; maps pooled)", "spectrum_worst", "spectrum_worst_bicubic", "lower"},
       {"power spectrum, mean R over the same bands (1: none missing)", "spectrum_mean", "spectrum_mean_bicubic",
        "nearer 1"},
+      {"power spectrum, worst |R − 1| over quarter-octave bands", "spectrum_worst_wide", "spectrum_worst_wide_bicubic",
+       "lower"},
       {"cross-correlation, least r(k) (the samples' mean r)", "min_corr", "min_corr_bicubic", "higher"},
       {"W1 of the values (one sample)", "w1", "w1_bicubic", "lower"},
       {"consistency ‖D(SR) − LR‖ / ‖LR‖ (mean)", "consistency", "consistency_bicubic", "lower"},

@@ -19,7 +19,11 @@ struct BenchKind {
   std::vector<const char*> parameters;  // the fields (a.b: nested) that define its workload
   // Evaluations measure a figure once (an accuracy, a divergence, a size): these fields are
   // metrics of one sample each, beside any Stats-valued ones.
-  std::vector<std::pair<const char*, const char*>> scalars = {};  // field, unit
+  struct Scalar {
+    const char *field, *unit;
+    bool optional = false;  // absent from records written before the figure existed
+  };
+  std::vector<Scalar> scalars = {};
 };
 
 // The measured figures are not parameters: tokens/s, GFLOP/s, memory and peaks follow from the
@@ -45,7 +49,8 @@ const std::vector<BenchKind>& bench_kinds() {
         "seed", "tile", "overlap", "batch", "project", "project_iters", "blur", "noise"},
        {{"psnr_mean", "dB"}, {"psnr_one", "dB"}, {"psnr_bicubic", "dB"}, {"ssim_mean", ""}, {"ssim_bicubic", ""},
         {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""},
-        {"spectrum_mean", ""}, {"spectrum_mean_bicubic", ""}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
+        {"spectrum_mean", ""}, {"spectrum_mean_bicubic", ""}, {"spectrum_worst_wide", "", true},
+        {"spectrum_worst_wide_bicubic", "", true}, {"min_corr", ""}, {"min_corr_bicubic", ""}, {"w1", ""},
         {"w1_bicubic", ""}, {"consistency", ""}, {"consistency_bicubic", ""}, {"coverage", ""}, {"coverage_predictive", ""},
         {"minkowski", ""}}},
   };
@@ -166,8 +171,9 @@ ImportResult import_bench_record(ResultsStore& s, const Json& record, const std:
   std::vector<std::pair<std::string, std::string>> names;  // metric name and unit
   std::vector<Stats> stats;
   collect(record, "", "", names, stats, source);
-  for (const auto& [field, unit] : kind->scalars) {
+  for (const auto& [field, unit, optional] : kind->scalars) {
     const Json* v = record.find(field);
+    if (!v && optional) continue;
     GP_CHECK(v && v->is_number(), "[study] ", source, ": a ", kind->name, " record without a number at ", field);
     names.emplace_back(field, unit);
     stats.push_back(Stats::of({v->as_number()}));

@@ -189,6 +189,25 @@ TEST(SrCli, EvalWritesARecordOfTheMeansOverTheMaps) {
     for (size_t k = 9; k <= 25; ++k) mean += ratio[k].as_number() / 17;
     EXPECT_NEAR(j.at(key).as_number(), mean, 1e-12) << key;
   }
+  // The wide bands (four to an octave of k over 8 < k <= 25): their worst |R - 1| is the record's,
+  // and pooled, each lies between the maps' (weighted by their truths' power).
+  const Json::Array& bands = j.at("spectrum_wide_bands").as_array();
+  ASSERT_EQ(bands.size(), 7u);
+  EXPECT_EQ(bands[0].as_array()[0].as_int(), 9);
+  EXPECT_EQ(bands[6].as_array()[1].as_int(), 25);
+  for (const char* key : {"spectrum_ratio_wide", "spectrum_ratio_wide_bicubic"}) {
+    const Json::Array& set = j.at(key).as_array();
+    ASSERT_EQ(set.size(), bands.size()) << key;
+    double worst = 0;
+    for (size_t b = 0; b < set.size(); ++b) {
+      const double a = maps[0].at(key).as_array()[b].as_number(), c = maps[1].at(key).as_array()[b].as_number();
+      EXPECT_GE(set[b].as_number(), std::min(a, c) * (1 - 1e-12)) << key << " " << b;
+      EXPECT_LE(set[b].as_number(), std::max(a, c) * (1 + 1e-12)) << key << " " << b;
+      worst = std::max(worst, std::abs(set[b].as_number() - 1));
+    }
+    const std::string w = std::string(key) == "spectrum_ratio_wide" ? "spectrum_worst_wide" : "spectrum_worst_wide_bicubic";
+    EXPECT_NEAR(j.at(w).as_number(), worst, 1e-12) << w;
+  }
   for (const char* key : {"spectrum_worst", "spectrum_worst_bicubic"})
     EXPECT_LE(j.at(key).as_number(),
               std::max(maps[0].at(key).as_number(), maps[1].at(key).as_number()) * (1 + 1e-12)) << key;

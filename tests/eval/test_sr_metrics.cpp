@@ -2,7 +2,7 @@
 // spectrum of a single wave, ratios and correlations of a map with itself and with its
 // bicubic-free blur, Wasserstein-1 of a shift, consistency of the degradation's own output,
 // coverage of a known fraction and the predictive interval's coverage of calibrated Gaussian
-// draws, Student's t quantiles against closed forms, the ensemble and pooled spectrum ratios, SSIM against its direct definition, Minkowski functionals of
+// draws, Student's t quantiles against closed forms, the ensemble and pooled spectrum ratios and their wide bands, SSIM against its direct definition, Minkowski functionals of
 // sets whose area, boundary and Euler characteristic are counted by hand.
 #include <gtest/gtest.h>
 
@@ -164,6 +164,45 @@ TEST(SrMetrics, EnsembleAndPooledSpectrumRatios) {
   EXPECT_NEAR(pooled.mean, mean, 1e-9);
   const std::vector<SpectrumScore> mixed = {s, spectrum_score(field(32, 7), field(32, 8), 4)};
   EXPECT_THROW(pooled_spectrum_score(mixed, 4), Error);
+}
+
+TEST(SrMetrics, WideBandsPoolTheirModes) {
+  // 64 pixels at scale 4: the bands 8 < k <= 25 four to an octave, edges 8 x 2^(j/4) = 9.51,
+  // 11.31, 13.45, 16, 19.03, 22.63, 26.91.
+  const Map hr = field(64, 5), other = field(64, 6);
+  auto scaled = [](const Map& m, double f) {
+    Map out = m;
+    for (double& v : out.v) v *= f;
+    return out;
+  };
+  const SpectrumScore s = spectrum_score(scaled(hr, 2), hr, 4), t = spectrum_score(scaled(other, 3), other, 4);
+  const std::vector<std::pair<int64_t, int64_t>> want = {{9, 9}, {10, 11}, {12, 13}, {14, 16},
+                                                        {17, 19}, {20, 22}, {23, 25}};
+  EXPECT_EQ(s.wide_bands, want);
+  ASSERT_EQ(s.wide_ratio.size(), want.size());
+  for (double r : s.wide_ratio) EXPECT_NEAR(r, 4.0, 1e-9);
+  EXPECT_NEAR(s.worst_wide, 3.0, 1e-9);
+  // Pooled: each wide band's summed power over its modes, counted here mode by mode.
+  const std::vector<SpectrumScore> both = {s, t};
+  const SpectrumScore pooled = pooled_spectrum_score(both, 4);
+  std::vector<double> count(33, 0.0);
+  for (int64_t y = 0; y < 64; ++y)
+    for (int64_t x = 0; x < 64; ++x) {
+      const double ky = double(y <= 32 ? y : y - 64), kx = double(x <= 32 ? x : x - 64);
+      const auto k = size_t(std::sqrt(kx * kx + ky * ky));
+      if (k <= 32) count[k] += 1;
+    }
+  const auto p1 = power_spectrum(hr), p2 = power_spectrum(other);
+  ASSERT_EQ(pooled.wide_bands, want);
+  double worst = 0;
+  for (size_t b = 0; b < want.size(); ++b) {
+    double num = 0, den = 0;
+    for (int64_t k = want[b].first; k <= want[b].second; ++k)
+      num += count[size_t(k)] * (4 * p1[size_t(k)] + 9 * p2[size_t(k)]), den += count[size_t(k)] * (p1[size_t(k)] + p2[size_t(k)]);
+    EXPECT_NEAR(pooled.wide_ratio[b], num / den, 1e-9 * num / den) << b;
+    worst = std::max(worst, std::fabs(num / den - 1));
+  }
+  EXPECT_NEAR(pooled.worst_wide, worst, 1e-9);
 }
 
 }  // namespace

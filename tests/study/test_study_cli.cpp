@@ -116,7 +116,7 @@ TEST_F(StudyCli, SrEvalRecordIsStoredOnceAndReported) {
   CliResult r = run_genperf("study import --db " + db + " " + record("sreval"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(": sr eval run "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(", 19 metrics"), std::string::npos) << r.out;  // 18 figures and the seconds per map
+  EXPECT_NE(r.out.find(", 21 metrics"), std::string::npos) << r.out;  // 20 figures and the seconds per map
   const std::string before = run_genperf("study show --db " + db, tmp_).out;
   r = run_genperf("study import --db " + db + " " + record("sreval") + " " + record("sreval"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -124,7 +124,17 @@ TEST_F(StudyCli, SrEvalRecordIsStoredOnceAndReported) {
   const std::string after = run_genperf("study show --db " + db, tmp_).out;
   EXPECT_EQ(count_of(after, "runs"), 1) << after;
   EXPECT_EQ(count_of(after, "samples"), count_of(before, "samples")) << after;
-  EXPECT_EQ(count_of(after, "samples"), 18 + 2);  // a sample per figure, one per map timed
+  EXPECT_EQ(count_of(after, "samples"), 20 + 2);  // a sample per figure, one per map timed
+  // A record written before the wide-band spectrum figures existed is stored without them.
+  {
+    Json::Object kept;
+    for (const auto& [key, value] : rec.as_object())
+      if (key.find("_wide") == std::string::npos) kept.emplace_back(key, value);
+    write_file_atomic(tmp_ / "sreval-old.json", Json(std::move(kept)).dump());
+    r = run_genperf("study import --db " + (tmp_ / "old.db") + " " + (tmp_ / "sreval-old.json"), tmp_);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(", 19 metrics"), std::string::npos) << r.out;
+  }
 
   r = run_genperf("study export --db " + db + " --json " + (tmp_ / "sr.json"), tmp_);
   ASSERT_EQ(r.code, 0) << r.err;

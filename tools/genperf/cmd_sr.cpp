@@ -214,6 +214,7 @@ Json score_json(const sr::SRMapScore& s, Json head) {
            {"psnr_mean", s.psnr_mean}, {"psnr_one", s.psnr_one}, {"psnr_bicubic", s.psnr_bicubic},
            {"spectrum_worst", s.spectrum.worst}, {"spectrum_worst_bicubic", s.spectrum_bicubic.worst},
            {"spectrum_mean", s.spectrum.mean}, {"spectrum_mean_bicubic", s.spectrum_bicubic.mean},
+           {"spectrum_worst_wide", s.spectrum.worst_wide}, {"spectrum_worst_wide_bicubic", s.spectrum_bicubic.worst_wide},
            {"min_corr", s.spectrum.min_corr}, {"min_corr_bicubic", s.spectrum_bicubic.min_corr}, {"w1", s.w1},
            {"w1_bicubic", s.w1_bicubic}, {"consistency", s.consistency}, {"consistency_bicubic", s.consistency_bicubic},
            {"coverage", s.coverage}, {"coverage_predictive", s.coverage_predictive}, {"ssim_mean", s.ssim_mean},
@@ -222,6 +223,12 @@ Json score_json(const sr::SRMapScore& s, Json head) {
   if (!s.spectrum.ratio.empty()) {
     head["spectrum_ratio"] = Json::Array(s.spectrum.ratio.begin(), s.spectrum.ratio.end());
     head["spectrum_ratio_bicubic"] = Json::Array(s.spectrum_bicubic.ratio.begin(), s.spectrum_bicubic.ratio.end());
+    Json::Array bands;
+    for (const auto& [first, last] : s.spectrum.wide_bands) bands.push_back(Json::Array{first, last});
+    head["spectrum_wide_bands"] = std::move(bands);
+    head["spectrum_ratio_wide"] = Json::Array(s.spectrum.wide_ratio.begin(), s.spectrum.wide_ratio.end());
+    head["spectrum_ratio_wide_bicubic"] =
+        Json::Array(s.spectrum_bicubic.wide_ratio.begin(), s.spectrum_bicubic.wide_ratio.end());
   }
   return head;
 }
@@ -283,14 +290,15 @@ int cmd_sr_eval(int argc, char** argv) {
     print_json(record);
     return 0;
   }
-  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s %6s\n", "map", "side", "PSNR", "one",
-              "bicubic", "SSIM", "bic", "|R-1|", "bic", "R_mean", "r_min", "W1", "bic", "Mink", "consist", "cover",
-              "cov_t");
+  std::printf("%-28s %5s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %7s %6s %6s\n", "map", "side", "PSNR",
+              "one", "bicubic", "SSIM", "bic", "|R-1|", "bic", "wide", "R_mean", "r_min", "W1", "bic", "Mink", "consist",
+              "cover", "cov_t");
   auto line = [](const sr::SRMapScore& s, const std::string& name) {
-    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f %6.3f\n",
+    std::printf("%-28s %5lld %7.2f %7.2f %7.2f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f %7.4f %6.3f "
+                "%6.3f\n",
                 name.size() > 28 ? name.substr(name.size() - 28).c_str() : name.c_str(), (long long)s.size,
                 s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
-                s.spectrum_bicubic.worst, s.spectrum.mean, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
+                s.spectrum_bicubic.worst, s.spectrum.worst_wide, s.spectrum.mean, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
                 s.coverage, s.coverage_predictive);
   };
   for (const auto& s : scores) line(s, s.name);
