@@ -30,10 +30,10 @@ build/genperf sr train --init models/sr-default --data "$train_list,synthetic:96
 for m in models/sr-default "$work/run/model"; do
   name=$(basename "$(dirname "$m")")/$(basename "$m")
   echo "== $m on the held-out photographs (${test[*]})"
-  build/genperf sr eval --model "$m" --data "$test_list" --samples 4 --threads "$threads" \
+  build/genperf sr eval --model "$m" --data "$test_list" --samples 8 --threads "$threads" \
     --out "$work/eval-photos-${name//\//-}.json"
   echo "== $m on held-out synthetic fields"
-  build/genperf sr eval --model "$m" --data synthetic:4:256:2001:mixed --samples 4 --threads "$threads" \
+  build/genperf sr eval --model "$m" --data synthetic:4:256:2001:mixed --samples 8 --threads "$threads" \
     --out "$work/eval-synthetic-${name//\//-}.json"
 done
 cat "$work/photos/train/CREDITS.txt" "$work/photos/val/CREDITS.txt" "$work/photos/test/CREDITS.txt"
