@@ -91,7 +91,10 @@ void score_ratio(SpectrumScore& s, int64_t n, int64_t scale) {
     const double hi = double(k_lr) * std::exp2(double(j + 1) / kWideBandsPerOctave);
     double sr = 0, hr = 0;
     const int64_t first = k;
-    for (; k <= k_hi && double(k) <= hi; ++k) sr += cnt[size_t(k)] * s.p_sr[size_t(k)], hr += cnt[size_t(k)] * s.p_hr[size_t(k)];
+    for (; k <= k_hi && double(k) <= hi; ++k) {
+      sr += cnt[size_t(k)] * s.p_sr[size_t(k)];
+      hr += cnt[size_t(k)] * s.p_hr[size_t(k)];
+    }
     if (k == first) continue;  // no integer k in this octave's part
     s.wide_bands.emplace_back(first, k - 1);
     s.wide_ratio.push_back(hr > 0 ? sr / hr : 0.0);

@@ -298,8 +298,8 @@ int cmd_sr_eval(int argc, char** argv) {
                 "%6.3f\n",
                 name.size() > 28 ? name.substr(name.size() - 28).c_str() : name.c_str(), (long long)s.size,
                 s.psnr_mean, s.psnr_one, s.psnr_bicubic, s.ssim_mean, s.ssim_bicubic, s.spectrum.worst,
-                s.spectrum_bicubic.worst, s.spectrum.worst_wide, s.spectrum.mean, s.spectrum.min_corr, s.w1, s.w1_bicubic, s.minkowski, s.consistency,
-                s.coverage, s.coverage_predictive);
+                s.spectrum_bicubic.worst, s.spectrum.worst_wide, s.spectrum.mean, s.spectrum.min_corr, s.w1, s.w1_bicubic,
+                s.minkowski, s.consistency, s.coverage, s.coverage_predictive);
   };
   for (const auto& s : scores) line(s, s.name);
   if (scores.size() > 1) line(mean, cat(mean.pooled ? "pooled, " : "mean of ", scores.size(), " maps"));
