@@ -68,9 +68,11 @@ std::vector<double> band_counts(int64_t n) {
 // The mean of value(mode) over the modes of each integer band of |k|, k = 0 .. n/2.
 template <typename Fn>
 std::vector<double> band_average(int64_t n, Fn value) {
-  std::vector<double> sum(size_t(n / 2 + 1), 0.0);
-  for_each_mode(n, [&](size_t k, size_t i) { sum[k] += value(i); });
-  const std::vector<double> cnt = band_counts(n);
+  std::vector<double> sum(size_t(n / 2 + 1), 0.0), cnt(sum.size(), 0.0);
+  for_each_mode(n, [&](size_t k, size_t i) {
+    sum[k] += value(i);
+    cnt[k] += 1;
+  });
   for (size_t k = 0; k < sum.size(); ++k) sum[k] = cnt[k] > 0 ? sum[k] / cnt[k] : 0.0;
   return sum;
 }

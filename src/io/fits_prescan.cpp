@@ -66,14 +66,15 @@ std::string card_value(const std::string& card) {
   return trim(v.substr(0, v.find('/')));
 }
 
-// A decimal integer of at most 18 digits (an optional '+'), greater than 0.
-bool positive_integer(const std::string& v) {
-  const size_t digits = v.size() - (!v.empty() && v[0] == '+');
-  if (digits == 0 || digits > 18) return false;
-  for (size_t i = v.size() - digits; i < v.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(v[i]))) return false;
-  return std::stoll(v) > 0;
+// A decimal integer of at most 18 digits, with an optional sign.
+bool integer(const std::string& v) {
+  const size_t sign = !v.empty() && (v[0] == '+' || v[0] == '-');
+  const size_t digits = v.size() - sign;
+  return digits >= 1 && digits <= 18 &&
+         std::all_of(v.begin() + long(sign), v.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
+
+bool positive_integer(const std::string& v) { return integer(v) && std::stoll(v) > 0; }
 
 // The length of a value once cfitsio has taken off the quotes of a string ('' stands for ').
 size_t unquoted_length(const std::string& v) {
@@ -90,14 +91,6 @@ bool digits_after(const std::string& key, const char* stem) {
          std::all_of(key.begin() + long(n), key.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// A decimal integer of at most 18 digits, with an optional sign.
-bool integer(const std::string& v) {
-  const size_t sign = !v.empty() && (v[0] == '+' || v[0] == '-');
-  const size_t digits = v.size() - sign;
-  return digits >= 1 && digits <= 18 &&
-         std::all_of(v.begin() + long(sign), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // An extension's mandatory keywords, in the standard's order and with integer values:
 // XTENSION, BITPIX, NAXIS (0-999), NAXIS1 .. NAXISn (>= 0), PCOUNT (>= 0), GCOUNT (>= 1), and
 // TFIELDS (0-999) for a table. cfitsio reads them by position, whatever the card's name says.
@@ -105,10 +98,12 @@ void check_mandatory(const std::string& path, int hdu, const std::vector<std::pa
   size_t at = 1;  // card 0 is XTENSION
   auto want = [&](const std::string& key, long long lo, long long hi) {
     const auto& [k, v] = at < cards.size() ? cards[at] : std::pair<std::string, std::string>{"END", ""};
-    if (k != key || !integer(v) || std::stoll(v) < lo || std::stoll(v) > hi)
+    const long long n = k == key && integer(v) ? std::stoll(v) : lo - 1;
+    if (n < lo || n > hi)
       fail("[fits] ", path, ": HDU ", hdu, ": header card ", at + 1, " is ", k, v.empty() ? "" : " = ", v,
            " where the standard puts ", key, " (an integer from ", lo, " to ", hi, ")");
-    return std::stoll(cards[at++].second);
+    ++at;
+    return n;
   };
   constexpr long long kMax = 999'999'999'999'999'999;
   want("BITPIX", -64, 64);
