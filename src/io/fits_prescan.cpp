@@ -10,7 +10,10 @@
 //     aborts the fuzz target; without ASan cfitsio reports the failed allocation);
 //   - a tile-compressed image whose table has no columns (TFIELDS = 0, or missing): cfitsio
 //     reads the compressed data's descriptors through a column that does not exist (ffgdesll,
-//     a segmentation fault).
+//     a segmentation fault);
+//   - a keyword read as an integer (by cfitsio while it opens an HDU, or by genperf) whose value
+//     of more than 28 characters is not an integer: ffc2j appends up to 30 of them to its
+//     52-character message in an 81-byte buffer, and the fortified strncat aborts.
 // The cards are read through cfitsio's own byte I/O (so gzip-compressed files are seen as cfitsio
 // sees them) and parsed as cfitsio parses them: names end at the first blank or '='.
 #include <algorithm>
@@ -30,6 +33,7 @@ namespace {
 
 constexpr int kReportEof = 0;  // ffmbyt: a position past the end is an error (fitsio2.h's REPORT_EOF)
 constexpr size_t kMaxColumnName = 69;  // cfitsio's tcolumn::ttype holds 70 bytes
+constexpr size_t kMaxIntegerValue = 28;  // ffc2j's message: 52 characters + 28 + NUL fill 81 bytes
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(' ');
@@ -60,7 +64,9 @@ std::string card_value(const std::string& card) {
   const std::string v = card.substr(eq + 1);
   const size_t start = v.find_first_not_of(' ');
   if (start != std::string::npos && v[start] == '\'') {
-    const size_t close = v.find('\'', start + 1);
+    size_t close = start + 1;  // the closing quote: one not doubled ('' stands for ')
+    while ((close = v.find('\'', close)) != std::string::npos && close + 1 < v.size() && v[close + 1] == '\'')
+      close += 2;
     return trim(v.substr(start, close == std::string::npos ? std::string::npos : close - start + 1));
   }
   return trim(v.substr(0, v.find('/')));
@@ -89,6 +95,15 @@ bool digits_after(const std::string& key, const char* stem) {
   const size_t n = std::char_traits<char>::length(stem);
   return key.size() > n && key.compare(0, n, stem) == 0 &&
          std::all_of(key.begin() + long(n), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The keywords read as integers through ffc2j: by cfitsio 4.2 while it opens an HDU (ffgkyjj, and
+// ffgky with an integer type in imcomp_get_compressed_image_par) and by genperf's readers.
+bool read_as_integer(const std::string& key) {
+  for (const char* k : {"BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "THEAP", "BLANK", "ZBITPIX", "ZNAXIS", "ZBLANK",
+                        "ZDITHER0", "ZVAL1", "ZVAL2"})
+    if (key == k) return true;
+  return digits_after(key, "NAXIS") || digits_after(key, "ZNAXIS") || digits_after(key, "ZTILE");
 }
 
 // An extension's mandatory keywords, in the standard's order and with integer values:
@@ -156,6 +171,9 @@ void check_header_for_cfitsio(fitsfile* f, const std::string& path, int hdu, lon
       if (key.size() > 5 && key.compare(0, 5, "TTYPE") == 0 && unquoted_length(value) > kMaxColumnName)
         fail("[fits] ", path, ": HDU ", hdu, ": ", key, "'s value is ", unquoted_length(value),
              " characters long, more than the ", kMaxColumnName, " of a column name");
+      if (read_as_integer(key) && value.size() > kMaxIntegerValue && !integer(value))
+        fail("[fits] ", path, ": HDU ", hdu, ": ", key, " = ", value, ": ", key, " is read as an integer, and this ",
+             "value of ", value.size(), " characters is not one of at most 18 digits");
       // Conservative where cfitsio's choice among repeated cards is not obvious: any one counts.
       if (key == "ZIMAGE") zimage |= !value.empty() && value[0] == 'T';
       if (key == "TFIELDS") tfields = value;

@@ -512,6 +512,25 @@ TEST(Fits, HeadersThatCrashCfitsioAreRefusedBeforeItReadsThem) {
   m = read_error(dir, edit_card(good, "TTYPE1  = 'COMPRESSED_DATA'", cat("TTYPE1  = ", std::string(70, 'x'))),
                  "ttype70.fits");
   EXPECT_TRUE(contains(m, "HDU 2: TTYPE1's value is 70 characters long, more than the 69 of a column name")) << m;
+  // A keyword read as an integer whose value of more than 28 characters is not one: cfitsio 4.2's
+  // ffc2j appends 30 of them to a 52-character message in 81 bytes, and the fortified strncat
+  // aborts (fuzz finding: genperf's read of BLANK; cfitsio's own of ZDITHER0 while it opens the HDU).
+  const std::string long_text = cat("'", std::string(40, 'x'), "'");
+  auto blank = primary(16, {2, 1});
+  blank.push_back(cat("BLANK   = ", long_text));
+  m = read_error(dir, fits_file(blank, std::string("\x00\x01\x00\x02", 4)), "blank_text.fits");
+  EXPECT_TRUE(contains(m, cat("HDU 1: BLANK = ", long_text, ": BLANK is read as an integer, and this value of 42"))) << m;
+  m = read_error(dir, edit_card(good, "BLANK   = -32768", cat("ZDITHER0= ", long_text)), "zdither_text.fits");
+  EXPECT_TRUE(contains(m, "HDU 2: ZDITHER0 = 'xxx")) << m;
+  // A quoted value's doubled quote is one character of it, not its end.
+  m = read_error(dir, edit_card(good, "BLANK   = -32768", cat("ZDITHER0= 'a''", std::string(30, 'x'), "'")),
+                 "zdither_quote.fits");
+  EXPECT_TRUE(contains(m, "value of 35 characters")) << m;
+  // A long value that is an integer is read.
+  auto padded = primary(16, {2, 1});
+  padded.push_back("BLANK   = -32768                                  / a comment of some length");
+  const std::string padded_file = fits_file(padded, std::string("\x00\x01\x00\x02", 4));
+  EXPECT_NO_THROW(read_fits_bytes("padded", padded_file.data(), padded_file.size()));
   // The same bytes from memory.
   const std::string zero = edit_card(good, "ZTILE2  = 2", "ZTILE2  = 0");
   EXPECT_THROW(read_fits_bytes("mem", zero.data(), zero.size()), Error);
