@@ -36,17 +36,29 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
 
 // "ddim": deterministic for eta = 0 (Song et al. 2021); "ddpm": ancestral sampling, DDIM's
 // update with eta = 1 (DDPM's posterior variance when steps = timesteps); "dpm++2m": the
-// second-order multistep solver of the same ODE as DDIM with eta 0 (Lu et al. 2022), deterministic.
+// second-order multistep solver of the same ODE as DDIM with eta 0 (Lu et al. 2022), deterministic;
+// "dpm++2m-sde": the same solver of the reverse SDE (eta 1: fresh noise at every step but the last).
 struct SamplerOptions {
   std::string sampler = "ddim";
   int64_t steps = 25;
+  std::string spacing = "linspace";  // see sampler_steps
   double eta = 0;  // ddim only
-  double effective_eta() const { return sampler == "ddpm" ? 1.0 : sampler == "ddim" ? eta : 0.0; }
-  void validate(int64_t timesteps) const;  // throws for an unknown sampler or steps outside 1 .. timesteps
+  double effective_eta() const {
+    return sampler == "ddpm" || sampler == "dpm++2m-sde" ? 1.0 : sampler == "ddim" ? eta : 0.0;
+  }
+  bool multistep() const { return sampler.rfind("dpm++2m", 0) == 0; }  // dpm2m_update's samplers
+  // Throws for an unknown sampler or spacing, or steps outside 1 .. timesteps.
+  void validate(int64_t timesteps) const;
 };
-// The steps a sampler visits, from the noisiest: trailing spacing, round((k + 1) T / S) - 1 for
-// k = S - 1 .. 0, so that the first is T - 1 (pure noise) and the last is 0.
-std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps);
+// The S steps a sampler visits among the schedule's T, from the noisiest (T - 1), each followed
+// by an update to the next and the last by one to the estimate of x0:
+//   "linspace" (the default): round(k (T - 1) / (S - 1)) for k = S - 1 .. 0: even in t, the
+//     last is 0;
+//   "trailing": round((k + 1) T / S) - 1 for k = S - 1 .. 0 (Lin et al. 2024); the last is
+//     T / S - 1 (39 of 1000 at 25 steps), so the sampler never sees less noise than there and
+//     ends on the network's estimate of x0 from that noise level, which lacks the small scales
+//     that noise hid (docs/SR.md, "Samplers").
+std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps, const std::string& spacing = "trailing");
 
 // The estimate of x0 that the network's prediction p (v or eps) gives at x_t = x, sa = sqrt(abar),
 // sn = sqrt(1 - abar); and the prediction that gives the estimate x0 there (its inverse).
@@ -66,14 +78,19 @@ template <typename F>
 void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_prev, double eta, bool v_pred);
 
 // One update of DPM-Solver++(2M) (Lu et al. 2022, data prediction, multistep) from step a to
-// a_prev, with lambda = ln(sqrt(abar) / sqrt(1 - abar)) and h = lambda_prev - lambda:
-//   x <- (sigma_prev / sigma) x + alpha_prev (1 - e^-h) D,
-//   D = x0h on the first step (h_last = 0; DDIM's update then) and the last (a_prev = 1: x <- x0h),
-//   else D = (1 + 1/(2r)) x0h - 1/(2r) x0_last, r = h_last / h.
-// x0_last (n values) holds the previous step's x0h and is overwritten with this one's; returns h
-// (the next call's h_last).
+// a_prev, with alpha = sqrt(abar), sigma = sqrt(1 - abar), lambda = ln(alpha / sigma) and
+// h = lambda_prev - lambda; eta 0 solves the probability-flow ODE, eta 1 the reverse SDE (the
+// "2M SDE" solver of k-diffusion and diffusers, its second-order term the midpoint one):
+//   x <- (sigma_prev / sigma) e^(-eta h) x + alpha_prev (1 - e^(-(1 + eta) h)) D
+//        + sigma_prev sqrt(1 - e^(-2 eta h)) z,
+//   D = x0h on the first step (h_last = 0; DDIM's update then, for eta 0) and the last
+//   (a_prev = 1: x <- x0h), else D = x0h + (x0h - x0_last) / (2r), r = h_last / h.
+// x0_last (n values) holds the previous step's x0h and is overwritten with this one's; z (n
+// values of unit normal noise) may be null when eta is 0 or a_prev is 1. Returns h (the next
+// call's h_last).
 template <typename F>
-double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double a_prev, double h_last, bool v_pred);
+double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double a_prev, double h_last, bool v_pred,
+                    double eta = 0, const F* z = nullptr);
 
 // Samples x0 [B, H, W, channels] given cond: x starts as noise and runs the sampler's steps. Tile b's
 // noise comes from Rng(seeds[b]) alone, so its sample does not depend on the rest of the batch

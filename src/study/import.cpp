@@ -45,8 +45,8 @@ const std::vector<BenchKind>& bench_kinds() {
       // bicubic's; the seconds per map are its Stats field. Its workload is the model as stored,
       // the maps, the sampler and the degradation; the batch changes the seconds alone.
       {"sr eval", "psnr_bicubic",
-       {"model", "weight_types", "weights_bytes", "parameters", "scale", "data", "steps", "sampler", "eta", "samples",
-        "seed", "tile", "overlap", "batch", "project", "project_iters", "blur", "noise"},
+       {"model", "weight_types", "weights_bytes", "parameters", "scale", "data", "steps", "sampler", "spacing", "eta",
+        "samples", "seed", "tile", "overlap", "batch", "project", "project_iters", "blur", "noise"},
        {{"psnr_mean", "dB"}, {"psnr_one", "dB"}, {"psnr_bicubic", "dB"}, {"ssim_mean", ""}, {"ssim_bicubic", ""},
         {"spectrum_worst", ""}, {"spectrum_worst_bicubic", ""},
         {"spectrum_mean", ""}, {"spectrum_mean_bicubic", ""}, {"spectrum_worst_wide", "", true},

@@ -177,6 +177,14 @@ TEST(Diffusion, Schedules) {
   EXPECT_THROW(Schedule::make("sigmoid", 10), Error);
   EXPECT_EQ(sampler_steps(1000, 4), (std::vector<int64_t>{999, 749, 499, 249}));
   EXPECT_EQ(sampler_steps(10, 10).back(), 0);
+  EXPECT_EQ(sampler_steps(1000, 4, "linspace"), (std::vector<int64_t>{999, 666, 333, 0}));
+  EXPECT_EQ(sampler_steps(1000, 1, "linspace"), (std::vector<int64_t>{999}));
+  EXPECT_THROW(sampler_steps(1000, 1001), Error);
+  EXPECT_THROW(sampler_steps(1000, 4, "uniform"), Error);
+  std::vector<int64_t> all(1000);
+  for (int64_t t = 0; t < 1000; ++t) all[size_t(t)] = 999 - t;
+  EXPECT_EQ(sampler_steps(1000, 1000, "linspace"), all);
+  EXPECT_EQ(sampler_steps(1000, 1000, "trailing"), all);
 }
 
 // From x_t made of a known x0 and eps, a prediction equal to the true v (or eps) takes DDIM
@@ -242,6 +250,108 @@ TEST(Diffusion, Dpm2mSolvesTheGaussianOdeToSecondOrder) {
   EXPECT_NEAR(x[0], (0.7 - std::sqrt(1 - a) * 0.2) / std::sqrt(a), 1e-15);
 }
 
+// The SDE form (eta 1) against the same step written as k-diffusion writes it, in the variance-
+// exploding variables x / alpha and sigma / alpha: with s = sigma / alpha and h = ln(s / s'),
+//   x'/alpha' = (s' / s) e^-h x / alpha + (1 - e^-2h) D + s' sqrt(1 - e^-2h) z.
+TEST(Diffusion, Dpm2mSdeStepIsTheVarianceExplodingOne) {
+  Rng rng(seed_of(35, "Diffusion.Dpm2mSdeStepIsTheVarianceExplodingOne"));
+  const int64_t n = 40;
+  const std::vector<double> x_in = randn<double>(n, rng), pred = randn<double>(n, rng), last_in = randn<double>(n, rng),
+                            z = randn<double>(n, rng);
+  const double a = 0.2, ap = 0.6, h_last = 0.35;
+  for (bool v_pred : {true, false}) {
+    std::vector<double> x = x_in, x0_last = last_in;
+    const double h = dpm2m_update(x.data(), pred.data(), x0_last.data(), n, a, ap, h_last, v_pred, 1.0, z.data());
+    const double s = std::sqrt((1 - a) / a), sp = std::sqrt((1 - ap) / ap), hh = std::log(s / sp);
+    EXPECT_NEAR(h, hh, 1e-14);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = size_t(i);
+      const double x0h = x0_estimate(x_in[k], pred[k], std::sqrt(a), std::sqrt(1 - a), v_pred);
+      EXPECT_NEAR(x0_last[k], x0h, 1e-14);
+      const double d = x0h + (x0h - last_in[k]) * hh / (2 * h_last);
+      const double ve = sp / s * std::exp(-hh) * x_in[k] / std::sqrt(a) + (1 - std::exp(-2 * hh)) * d +
+                        sp * std::sqrt(1 - std::exp(-2 * hh)) * z[k];
+      ASSERT_NEAR(x[k], std::sqrt(ap) * ve, 1e-13) << i;
+    }
+  }
+  // eta 0 is the ODE solver, noise or not; noise is required where eta is not 0.
+  std::vector<double> x1 = x_in, x2 = x_in, l1 = last_in, l2 = last_in;
+  dpm2m_update(x1.data(), pred.data(), l1.data(), n, a, ap, h_last, true);
+  dpm2m_update(x2.data(), pred.data(), l2.data(), n, a, ap, h_last, true, 0.0, z.data());
+  EXPECT_EQ(x1, x2);
+  EXPECT_THROW(dpm2m_update(x1.data(), pred.data(), l1.data(), n, a, ap, h_last, true, 1.0), Error);
+}
+
+// Gaussian data again, sampled from pure noise over the cosine schedule's trailing steps with the
+// exact prediction x0h = g x. The ODE form ends with the data's variance s^2 within 1% at 25
+// steps. The SDE form's variance is computed exactly, as the update is linear: the covariance of
+// (x, x0_last) goes through M = [[keep + pull (1 + w) g, -pull w], [g, 0]] and spread^2 is added.
+// Its excess over s^2 (the solver's discretization error, +6.3% at 25 steps) falls as the steps
+// grow; the samples' variance agrees with it within 4 standard errors, so the noise has its
+// scale. Only the SDE's samples from one starting noise spread: the start is forgotten.
+TEST(Diffusion, Dpm2mSdeSamplesTheGaussianData) {
+  Rng rng(seed_of(36, "Diffusion.Dpm2mSdeSamplesTheGaussianData"));
+  const double s2 = 0.25;
+  const Schedule sched = Schedule::make("cosine", 1000);
+  const int64_t n = 40000;
+  auto step_at = [&](const std::vector<int64_t>& steps, size_t k) {
+    return std::pair{sched.abar[size_t(steps[k])], k + 1 < steps.size() ? sched.abar[size_t(steps[k + 1])] : 1.0};
+  };
+  auto run = [&](double eta, const std::vector<double>& start, int64_t S) {
+    const std::vector<int64_t> steps = sampler_steps(1000, S);
+    std::vector<double> x = start, pred(static_cast<size_t>(n)), x0_last(static_cast<size_t>(n)),
+                        z(static_cast<size_t>(n));
+    double h_last = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const auto [a, ap] = step_at(steps, k);
+      const double sa = std::sqrt(a), sn = std::sqrt(1 - a);
+      for (int64_t i = 0; i < n; ++i) {
+        const double x0h = sa * s2 * x[size_t(i)] / (a * s2 + 1 - a);
+        pred[size_t(i)] = sa * (x[size_t(i)] - sa * x0h) / sn - sn * x0h;  // v
+        z[size_t(i)] = rng.normal();
+      }
+      h_last = dpm2m_update(x.data(), pred.data(), x0_last.data(), n, a, ap, h_last, true, eta, z.data());
+    }
+    return x;
+  };
+  auto exact_sde = [&](int64_t S) {  // the variance of the SDE's result from N(0, 1)
+    const std::vector<int64_t> steps = sampler_steps(1000, S);
+    double cxx = 1, cxl = 0, cll = 0, h_last = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const auto [a, ap] = step_at(steps, k);
+      const double g = std::sqrt(a) * s2 / (a * s2 + 1 - a);
+      if (ap >= 1) return g * g * cxx;
+      const double h = 0.5 * std::log(ap / (1 - ap)) - 0.5 * std::log(a / (1 - a));
+      const double keep = std::sqrt((1 - ap) / (1 - a)) * std::exp(-h), pull = -std::sqrt(ap) * std::expm1(-2 * h);
+      const double w = h_last > 0 ? 0.5 * h / h_last : 0, m00 = keep + pull * (1 + w) * g, m01 = -pull * w;
+      const double xx = m00 * m00 * cxx + 2 * m00 * m01 * cxl + m01 * m01 * cll - (1 - ap) * std::expm1(-2 * h);
+      cxl = g * (m00 * cxx + m01 * cxl), cll = g * g * cxx, cxx = xx, h_last = h;
+    }
+    return cxx;
+  };
+  auto variance = [](const std::vector<double>& v) {
+    double m = 0, q = 0;
+    for (double x : v) m += x;
+    m /= double(v.size());
+    for (double x : v) q += (x - m) * (x - m);
+    return q / double(v.size());
+  };
+  const std::vector<double> noise = randn<double>(size_t(n), rng), one(static_cast<size_t>(n), 1.3);
+  EXPECT_NEAR(variance(run(0, noise, 25)), s2, 0.01 * s2);
+  const double se = std::sqrt(2.0 / double(n));  // relative standard error of a variance
+  for (int64_t S : {25, 100}) {
+    const double sampled = variance(run(1, noise, S)) / s2 - 1, exact = exact_sde(S) / s2 - 1;
+    std::printf("SDE, %lld steps: variance / the data's - 1: %+.4f sampled (%lld values), %+.4f exact\n",
+                (long long)S, sampled, (long long)n, exact);
+    EXPECT_NEAR(sampled, exact, 4 * se) << S;
+  }
+  EXPECT_NEAR(exact_sde(25) / s2 - 1, 0.063, 0.002);
+  EXPECT_LT(exact_sde(400) / s2 - 1, 0.05 * (exact_sde(25) / s2 - 1));
+  const std::vector<double> ode_one = run(0, one, 25);
+  EXPECT_EQ(*std::min_element(ode_one.begin(), ode_one.end()), *std::max_element(ode_one.begin(), ode_one.end()));
+  EXPECT_NEAR(variance(run(1, one, 25)) / exact_sde(25), 1, 4 * se);
+}
+
 // At 8x8 the network's products are too small for a GEMM to split them among threads; at 32x32
 // with 32 channels they are not (oneDNN's threaded sgemm changed the bits at the AVX2 level).
 class SamplingThreads : public ::testing::TestWithParam<int64_t> {};
@@ -259,7 +369,7 @@ TEST_P(SamplingThreads, SamplingIsTheSameForAnyThreadCount) {
   const std::vector<uint64_t> seeds = {5, 6};
   const int saved = num_threads();
   std::vector<std::vector<float>> runs;
-  for (const char* sampler : {"ddim", "ddpm"})
+  for (const char* sampler : {"ddim", "ddpm", "dpm++2m-sde"})
     for (int nt : {1, 2}) {
       set_num_threads(nt);
       std::vector<float> out(static_cast<size_t>(n));
@@ -271,7 +381,9 @@ TEST_P(SamplingThreads, SamplingIsTheSameForAnyThreadCount) {
   set_num_threads(saved);
   EXPECT_EQ(runs[0], runs[1]) << "ddim";
   EXPECT_EQ(runs[2], runs[3]) << "ddpm";
+  EXPECT_EQ(runs[4], runs[5]) << "dpm++2m-sde";
   EXPECT_NE(runs[0], runs[2]);
+  EXPECT_NE(runs[2], runs[4]);
   // The two tiles differ (their own noise).
   EXPECT_NE(std::vector<float>(runs[0].begin(), runs[0].begin() + n / 2),
             std::vector<float>(runs[0].begin() + n / 2, runs[0].end()));

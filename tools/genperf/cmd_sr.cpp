@@ -44,9 +44,14 @@ std::vector<sr::Map> maps_only(const std::string& spec) {
 }
 
 const OptionSpec kSteps{"steps", "sampler steps", "25"};
-const OptionSpec kSampler{"sampler", "dpm++2m (second order, deterministic), ddim (deterministic with --eta 0) or ddpm (ancestral)",
+const OptionSpec kSampler{"sampler",
+                          "dpm++2m (second order, deterministic), dpm++2m-sde (its stochastic form), ddim (deterministic "
+                          "with --eta 0) or ddpm (ancestral)",
                           "dpm++2m"};
 const OptionSpec kEta{"eta", "DDIM's noise (0: deterministic)", "0"};
+const OptionSpec kSpacing{"spacing",
+                          "the steps among the model's: linspace (even, down to 0) or trailing (the last at T/S - 1)",
+                          "linspace"};
 const OptionSpec kTile{"tile", "tile side in output pixels", "128"};
 const OptionSpec kOverlap{"overlap", "fraction of a tile shared with each neighbour (0 .. 0.5)", "0.25"};
 const OptionSpec kBatch{"batch", "tiles per forward pass", "8"};
@@ -60,6 +65,7 @@ sr::UpscaleOptions upscale_options(const Args& a) {
   o.sampler.sampler = a.str("sampler");
   o.sampler.steps = a.integer("steps");
   o.sampler.eta = a.number("eta");
+  o.sampler.spacing = a.str("spacing");
   o.samples = a.integer("samples");
   o.seed = uint64_t(a.integer("seed"));
   o.tile = a.integer("tile");
@@ -151,7 +157,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   Args a("sr upscale IN.fits|IN.png OUT.fits",
          {{"model", "SR model directory (config.json, model.safetensors)"},
           {"scale", "the factor expected of the model (an error if it was trained for another)", "", false, true},
-          kSteps, kSampler, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
+          kSteps, kSampler, kSpacing, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
           {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch, kProject, kProjectIters,
           {"blur", "the input's blur sigma in output pixels, for --project (-1: 0.5 x scale)", "-1"},
           {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kThreads},
@@ -193,6 +199,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   prov.history.push_back("genperf sr upscale: " + g_command);
   prov.keywords = {{"GPMODEL", a.str("model")}, {"GPSCALE", std::to_string(s)},
                    {"GPSAMPLR", o.sampler.sampler}, {"GPSTEPS", std::to_string(o.sampler.steps)},
+                   {"GPSPACE", o.sampler.spacing},
                    {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}, {"GPPROJ", o.project}};
   write_fits(out, hdus, prov);
   std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
@@ -236,7 +243,7 @@ Json score_json(const sr::SRMapScore& s, Json head) {
 int cmd_sr_eval(int argc, char** argv) {
   Args a("sr eval",
          {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
-          kSteps, kSampler, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
+          kSteps, kSampler, kSpacing, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
           kOverlap, kBatch, kProject, kProjectIters, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise", "0"}, kOut, kThreads, kJson},
          argc, argv, 3);
@@ -263,6 +270,7 @@ int cmd_sr_eval(int argc, char** argv) {
                              {"data", a.str("data")},
                              {"steps", o.sampler.steps},
                              {"sampler", o.sampler.sampler},
+                             {"spacing", o.sampler.spacing},
                              {"eta", o.sampler.eta},
                              {"samples", o.samples},
                              {"seed", int64_t(o.seed)},

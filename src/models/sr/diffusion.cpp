@@ -86,17 +86,24 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
 }
 
 void SamplerOptions::validate(int64_t timesteps) const {
-  GP_CHECK(sampler == "ddim" || sampler == "ddpm" || sampler == "dpm++2m", "[sample] sampler '", sampler,
-           "' (expected ddim, ddpm or dpm++2m)");
+  GP_CHECK(sampler == "ddim" || sampler == "ddpm" || sampler == "dpm++2m" || sampler == "dpm++2m-sde",
+           "[sample] sampler '", sampler, "' (expected ddim, ddpm, dpm++2m or dpm++2m-sde)");
   GP_CHECK(steps >= 1 && steps <= timesteps, "[sample] ", steps, " steps: expected 1 .. ", timesteps,
            " (the model's timesteps)");
   GP_CHECK(eta >= 0 && eta <= 1, "[sample] eta ", eta, ": expected 0 .. 1");
+  GP_CHECK(spacing == "trailing" || spacing == "linspace", "[sample] spacing '", spacing,
+           "' (expected trailing or linspace)");
 }
 
-std::vector<int64_t> sampler_steps(int64_t T, int64_t S) {
+std::vector<int64_t> sampler_steps(int64_t T, int64_t S, const std::string& spacing) {
+  GP_CHECK(S >= 1 && S <= T, "[sampler_steps] ", S, " steps of ", T);
+  GP_CHECK(spacing == "trailing" || spacing == "linspace", "[sampler_steps] spacing '", spacing,
+           "' (expected trailing or linspace)");
   std::vector<int64_t> steps;
   for (int64_t k = S - 1; k >= 0; --k)
-    steps.push_back(std::max<int64_t>(0, std::llround(double(k + 1) * double(T) / double(S)) - 1));
+    steps.push_back(spacing == "trailing" ? std::llround(double(k + 1) * double(T) / double(S)) - 1
+                    : S == 1              ? T - 1
+                                          : std::llround(double(k) * double(T - 1) / double(S - 1)));
   return steps;
 }
 
@@ -115,18 +122,22 @@ void ddim_update(F* x, const F* pred, const F* z, int64_t n, double a, double a_
 }
 
 template <typename F>
-double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double a_prev, double h_last, bool v_pred) {
+double dpm2m_update(F* x, const F* pred, F* x0_last, int64_t n, double a, double a_prev, double h_last, bool v_pred,
+                    double eta, const F* z) {
   const double sa = std::sqrt(a), sn = std::sqrt(1 - a);
   const bool last = a_prev >= 1;
   const double sa_p = std::sqrt(a_prev), sn_p = std::sqrt(std::max(0.0, 1 - a_prev));
   const double h = last ? HUGE_VAL : std::log(sa_p / sn_p) - std::log(sa / sn);
-  const double keep = last ? 0.0 : sn_p / sn, pull = last ? 1.0 : -sa_p * std::expm1(-h);
+  const double keep = last ? 0.0 : sn_p / sn * std::exp(-eta * h);
+  const double pull = last ? 1.0 : -sa_p * std::expm1(-(1 + eta) * h);
+  const double spread = last || eta == 0 ? 0.0 : sn_p * std::sqrt(-std::expm1(-2 * eta * h));
+  GP_CHECK(spread == 0 || z, "[dpm2m_update] eta ", eta, " needs noise");
   const double w = h_last > 0 && !last ? 0.5 * h / h_last : 0.0;  // 1 / (2r)
   for (int64_t i = 0; i < n; ++i) {
     const double xi = double(x[i]), p = double(pred[i]);
     const double x0h = x0_estimate(xi, p, sa, sn, v_pred);
     const double d = (1 + w) * x0h - w * double(x0_last[i]);
-    x[i] = F(keep * xi + pull * d);
+    x[i] = F(keep * xi + pull * d + (spread > 0 ? spread * double(z[i]) : 0.0));
     x0_last[i] = F(x0h);
   }
   return h;
@@ -153,22 +164,21 @@ void sample(UNet<F>& net, const Schedule& s, const F* cond, F* x0, int64_t B, in
   F* const input = grown(input_buf, size_t(2 * n));
   F* const t = grown(t_buf, size_t(B));
   F* const z = eta > 0 ? grown(z_buf, size_t(n)) : nullptr;
-  const bool dpm = o.sampler == "dpm++2m";
+  const bool dpm = o.multistep();
   thread_local std::vector<F> x0_last_buf;
   F* const x0_last = dpm ? grown(x0_last_buf, size_t(n)) : nullptr;
   double h_last = 0;
-  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.steps);
+  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.steps, o.spacing);
   for (size_t k = 0; k < steps.size(); ++k) {
     std::fill_n(t, B, F(steps[k]));
     ops::concat_channels_forward(input, x0, cond, B * H * W, c.channels, c.channels);
     const F* pred = net.forward(input, t, B, H, W, false);
     const double a = s.abar[size_t(steps[k])], a_prev = k + 1 < steps.size() ? s.abar[size_t(steps[k + 1])] : 1.0;
-    if (dpm) {
-      h_last = dpm2m_update(x0, pred, x0_last, n, a, a_prev, h_last, c.prediction == "v");
-    } else {
-      if (eta > 0 && a_prev < 1) noise(z);
+    if (eta > 0 && a_prev < 1) noise(z);
+    if (dpm)
+      h_last = dpm2m_update(x0, pred, x0_last, n, a, a_prev, h_last, c.prediction == "v", eta, z);
+    else
       ddim_update(x0, pred, z, n, a, a_prev, eta, c.prediction == "v");
-    }
     if (on_step) on_step(int64_t(k));
   }
 }
@@ -190,7 +200,8 @@ void save_sr_model(const std::string& dir, const UNet<float>& net) {
   template double diffusion_loss<F>(UNet<F>&, const Schedule&, const F*, const F*, int64_t, int64_t, \
                                     int64_t, Rng&, bool, double);                                     \
   template void ddim_update<F>(F*, const F*, const F*, int64_t, double, double, double, bool);        \
-  template double dpm2m_update<F>(F*, const F*, F*, int64_t, double, double, double, bool);          \
+  template double dpm2m_update<F>(F*, const F*, F*, int64_t, double, double, double, bool, double,  \
+                                  const F*);                                                        \
   template void sample<F>(UNet<F>&, const Schedule&, const F*, F*, int64_t, int64_t, int64_t,         \
                           const SamplerOptions&, std::span<const uint64_t>,                           \
                           const std::function<void(int64_t)>&);

@@ -153,7 +153,7 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
     for (int64_t x : xs) tiles.push_back({y, x});
   const int64_t nt = int64_t(tiles.size()), nb = (nt + o.batch - 1) / o.batch, HW = H * W;
   const Schedule sched = Schedule::of(c);
-  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.sampler.steps);
+  const std::vector<int64_t> steps = sampler_steps(c.timesteps, o.sampler.steps, o.sampler.spacing);
   const double eta = o.sampler.effective_eta();
   const bool v_pred = c.prediction == "v";
 
@@ -168,7 +168,7 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
   r.mean = Map(H, W);
   r.sd = Map(H, W);
   std::vector<float> xt(static_cast<size_t>(HW)), pred(static_cast<size_t>(HW)), z, input, tt, x0_last;
-  const bool dpm = o.sampler.sampler == "dpm++2m";
+  const bool dpm = o.sampler.multistep();
   std::vector<double> num(static_cast<size_t>(HW));
   int64_t done = 0;
   const int64_t total = o.samples * nb * o.sampler.steps;
@@ -221,15 +221,16 @@ Upscaled upscale(UNet<float>& net, const Map& lr, const UpscaleOptions& o, const
         for (size_t i = 0; i < xt.size(); ++i)
           pred[i] = float(prediction_for(xt[i], (u.to(est.v[i]) - cond.v[i]) / c.residual_std, sa, sn, v_pred));
       }
-      if (dpm) {
-        h_last = dpm2m_update(xt.data(), pred.data(), x0_last.data(), HW, a, a_prev, h_last, v_pred);
-        continue;
-      }
-      if (eta > 0 && a_prev < 1) {
+      const bool noisy = eta > 0 && a_prev < 1;
+      if (noisy) {
         z.resize(size_t(HW));
         for (float& v : z) v = float(rng.normal());
       }
-      ddim_update(xt.data(), pred.data(), eta > 0 && a_prev < 1 ? z.data() : nullptr, HW, a, a_prev, eta, v_pred);
+      const float* zp = noisy ? z.data() : nullptr;
+      if (dpm)
+        h_last = dpm2m_update(xt.data(), pred.data(), x0_last.data(), HW, a, a_prev, h_last, v_pred, eta, zp);
+      else
+        ddim_update(xt.data(), pred.data(), zp, HW, a, a_prev, eta, v_pred);
     }
     // Welford's running mean and variance over the samples, in physical units.
     Map one(H, W);
