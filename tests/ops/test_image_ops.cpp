@@ -600,6 +600,45 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
   cpu::set_conv_path(saved_path);
 }
 
+// Winograd's products take 16 columns to a register where the CPU has AVX-512 and 8 with AVX2, in
+// the same order of fused multiply-adds: the same bits at both levels, forward and backward, for
+// channel counts that are and are not multiples of 16 (the AVX-512 kernel's columns, then AVX2's).
+TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const Isa saved = isa();
+  set_isa(Isa::Avx512);
+  if (isa() != Isa::Avx512) {
+    set_isa(saved);
+    GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+  const cpu::ConvPath saved_path = cpu::conv_path();
+  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  for (const ConvShape& s : {conv(2, 16, 16, 16, 32, 3, 1, 1), conv(1, 12, 10, 48, 24, 3, 1, 1),
+                             conv(2, 8, 8, 64, 72, 3, 1, 1), conv(3, 9, 7, 8, 8, 3, 1, 1)}) {
+    ASSERT_TRUE(cpu::conv3x3_winograd_applies(s));
+    Rng r(kSeed + uint64_t(s.IC * 100 + s.OC));
+    const auto x = cast<float>(randn(r, size_t(s.B * s.H * s.W * s.IC))),
+               w = cast<float>(randn(r, size_t(s.OC * s.filter()), 0.3)), bias = cast<float>(randn(r, size_t(s.OC)));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    const auto G = cast<float>(randn(r, n_out));
+    std::vector<std::vector<float>> y, dx, db, dw;
+    for (Isa level : {Isa::Avx2, Isa::Avx512}) {
+      set_isa(level);
+      ASSERT_TRUE(cpu::conv2d_uses_winograd(s));
+      y.emplace_back(n_out), dx.emplace_back(x.size()), db.emplace_back(bias.size(), 0.f);
+      dw.emplace_back(w.size(), 0.f);
+      conv2d_forward(y.back().data(), x.data(), w.data(), bias.data(), s);
+      conv2d_backward(dx.back().data(), dw.back().data(), db.back().data(), G.data(), x.data(), w.data(), s);
+    }
+    const std::string what = "IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC);
+    EXPECT_EQ(y[1], y[0]) << what;
+    EXPECT_EQ(dx[1], dx[0]) << what;
+    EXPECT_EQ(dw[1], dw[0]) << what;
+  }
+  cpu::set_conv_path(saved_path);
+  set_isa(saved);
+}
+
 // The loss and the bias gradient are sums: the same bits with one thread as with several.
 TEST(ImageOps, SumsIndependentOfThreadCount) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);

@@ -213,11 +213,17 @@ void micro(const float* A, int64_t lda, int64_t ldk, const float* B, int64_t ldb
 #undef GP_STORE
 }
 
-// C[rows, cols] (+)= A[rows, K] B[K, cols], cols a multiple of 8: micro-kernels of up to 6 x 16.
+// C[rows, cols] (+)= A[rows, K] B[K, cols], cols a multiple of 8: micro-kernels of up to 6 x 16;
+// where the CPU has AVX-512, its kernels take the columns in sixteens (the same bits).
 template <bool Acc>
 void product(int64_t rows, int64_t cols, int64_t K, const float* A, int64_t lda, int64_t ldk, const float* B,
              int64_t ldb, float* C, int64_t ldc) {
-  for (int64_t j = 0; j < cols; j += 16)
+  int64_t j0 = 0;
+  if (isa() >= Isa::Avx512 && cols >= 16) {
+    j0 = cols / 16 * 16;
+    winograd_product_avx512<Acc>(rows, j0, K, A, lda, ldk, B, ldb, C, ldc);
+  }
+  for (int64_t j = j0; j < cols; j += 16)
     for (int64_t r = 0; r < rows; r += kRows) {
       const float* a = A + r * lda;
       float* c = C + r * ldc + j;

@@ -39,6 +39,11 @@ void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const flo
 void conv3x3_winograd_backward_data_avx2(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
 // dw += the weights' gradient on Winograd's path (the same bits at any thread count).
 void conv3x3_winograd_backward_weights_avx2(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
+// C[rows, cols] (+)= A[rows, K] B[K, cols] for Winograd's products, cols a multiple of 16
+// (conv_winograd_avx512.cpp): A[r, k] at A + r lda + k ldk, rows of B and C at stride ldb, ldc.
+template <bool Acc>
+void winograd_product_avx512(int64_t rows, int64_t cols, int64_t K, const float* A, int64_t lda, int64_t ldk,
+                             const float* B, int64_t ldb, float* C, int64_t ldc);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);

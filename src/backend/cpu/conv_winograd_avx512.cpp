@@ -1,0 +1,97 @@
+// The 36 matrix products of Winograd's convolution (conv_winograd_avx2.cpp) with AVX-512: the
+// same products, 16 columns to a register. Each output value is the same chain of fused
+// multiply-adds over k, in the same order, as the AVX2 kernel's, so the bits are the same too; only
+// the width changes (up to 6 x 64 a micro-kernel: 24 accumulators of AVX-512's 32 registers,
+// each broadcast of A feeding four of them).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cpu/image_ops.h"
+
+namespace genperf::cpu {
+namespace {
+
+constexpr int kRows = 6;
+
+// C[R, 16 NV] (+)= A[R, K] B[K, 16 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride
+// ldb and ldc; Acc: C += (else C =). Named accumulators, as in the AVX2 kernel (GCC 12 keeps an
+// array of them in memory).
+template <int R, int NV, bool Acc>
+void micro(const float* A, int64_t lda, int64_t ldk, const float* B, int64_t ldb, float* C, int64_t ldc, int64_t K) {
+  const __m512 z = _mm512_setzero_ps();
+  __m512 c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z, c20 = z, c21 = z, c22 = z, c23 = z,
+         c30 = z, c31 = z, c32 = z, c33 = z, c40 = z, c41 = z, c42 = z, c43 = z, c50 = z, c51 = z, c52 = z, c53 = z;
+#define GP_LOAD(r, v) \
+  if constexpr (Acc && R > r && NV > v) c##r##v = _mm512_loadu_ps(C + r * ldc + 16 * v);
+#define GP_LOAD_ROW(r) GP_LOAD(r, 0) GP_LOAD(r, 1) GP_LOAD(r, 2) GP_LOAD(r, 3)
+  GP_LOAD_ROW(0) GP_LOAD_ROW(1) GP_LOAD_ROW(2) GP_LOAD_ROW(3) GP_LOAD_ROW(4) GP_LOAD_ROW(5)
+#undef GP_LOAD_ROW
+#undef GP_LOAD
+  for (int64_t k = 0; k < K; ++k) {
+    const float* bk = B + k * ldb;
+    const __m512 b0 = _mm512_loadu_ps(bk);
+    const __m512 b1 = NV > 1 ? _mm512_loadu_ps(bk + 16) : b0;
+    const __m512 b2 = NV > 2 ? _mm512_loadu_ps(bk + 32) : b0;
+    const __m512 b3 = NV > 3 ? _mm512_loadu_ps(bk + 48) : b0;
+    const float* ak = A + k * ldk;
+#define GP_FMA(r, v) \
+  if constexpr (NV > v) c##r##v = _mm512_fmadd_ps(a, b##v, c##r##v);
+#define GP_ROW(r)                                        \
+  if constexpr (R > r) {                                 \
+    const __m512 a = _mm512_set1_ps(ak[r * lda]);        \
+    GP_FMA(r, 0) GP_FMA(r, 1) GP_FMA(r, 2) GP_FMA(r, 3) \
+  }
+    GP_ROW(0) GP_ROW(1) GP_ROW(2) GP_ROW(3) GP_ROW(4) GP_ROW(5)
+#undef GP_ROW
+#undef GP_FMA
+  }
+#define GP_STORE(r, v) \
+  if constexpr (R > r && NV > v) _mm512_storeu_ps(C + r * ldc + 16 * v, c##r##v);
+#define GP_STORE_ROW(r) GP_STORE(r, 0) GP_STORE(r, 1) GP_STORE(r, 2) GP_STORE(r, 3)
+  GP_STORE_ROW(0) GP_STORE_ROW(1) GP_STORE_ROW(2) GP_STORE_ROW(3) GP_STORE_ROW(4) GP_STORE_ROW(5)
+#undef GP_STORE_ROW
+#undef GP_STORE
+}
+
+template <int NV, bool Acc>
+void rows_of(int64_t rows, const float* A, int64_t lda, int64_t ldk, const float* B, int64_t ldb, float* C,
+             int64_t ldc, int64_t K) {
+  for (int64_t r = 0; r < rows; r += kRows) {
+    const float* a = A + r * lda;
+    float* c = C + r * ldc;
+    switch (std::min<int64_t>(kRows, rows - r)) {
+      case 1: micro<1, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+      case 2: micro<2, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+      case 3: micro<3, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+      case 4: micro<4, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+      case 5: micro<5, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+      default: micro<6, NV, Acc>(a, lda, ldk, B, ldb, c, ldc, K); break;
+    }
+  }
+}
+
+}  // namespace
+
+template <bool Acc>
+void winograd_product_avx512(int64_t rows, int64_t cols, int64_t K, const float* A, int64_t lda, int64_t ldk,
+                             const float* B, int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t j = 0; j < cols; j += 64) {
+    const float* b = B + j;
+    float* c = C + j;
+    switch (std::min<int64_t>(4, (cols - j) / 16)) {
+      case 1: rows_of<1, Acc>(rows, A, lda, ldk, b, ldb, c, ldc, K); break;
+      case 2: rows_of<2, Acc>(rows, A, lda, ldk, b, ldb, c, ldc, K); break;
+      case 3: rows_of<3, Acc>(rows, A, lda, ldk, b, ldb, c, ldc, K); break;
+      default: rows_of<4, Acc>(rows, A, lda, ldk, b, ldb, c, ldc, K); break;
+    }
+  }
+}
+
+template void winograd_product_avx512<false>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                                             int64_t, float*, int64_t);
+template void winograd_product_avx512<true>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                                            int64_t, float*, int64_t);
+
+}  // namespace genperf::cpu
