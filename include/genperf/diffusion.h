@@ -58,7 +58,7 @@ struct SamplerOptions {
 //     T / S - 1 (39 of 1000 at 25 steps), so the sampler never sees less noise than there and
 //     ends on the network's estimate of x0 from that noise level, which lacks the small scales
 //     that noise hid (docs/SR.md, "Samplers").
-std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps, const std::string& spacing = "trailing");
+std::vector<int64_t> sampler_steps(int64_t timesteps, int64_t steps, const std::string& spacing);
 
 // The estimate of x0 that the network's prediction p (v or eps) gives at x_t = x, sa = sqrt(abar),
 // sn = sqrt(1 - abar); and the prediction that gives the estimate x0 there (its inverse).

@@ -175,11 +175,11 @@ TEST(Diffusion, Schedules) {
   auto f = [](double t) { return std::pow(std::cos((t / 1000 + 0.008) / 1.008 * M_PI / 2), 2); };
   EXPECT_NEAR(s.abar[499], f(500) / f(0), 1e-12);
   EXPECT_THROW(Schedule::make("sigmoid", 10), Error);
-  EXPECT_EQ(sampler_steps(1000, 4), (std::vector<int64_t>{999, 749, 499, 249}));
-  EXPECT_EQ(sampler_steps(10, 10).back(), 0);
+  EXPECT_EQ(sampler_steps(1000, 4, "trailing"), (std::vector<int64_t>{999, 749, 499, 249}));
+  EXPECT_EQ(sampler_steps(10, 10, "trailing").back(), 0);
   EXPECT_EQ(sampler_steps(1000, 4, "linspace"), (std::vector<int64_t>{999, 666, 333, 0}));
   EXPECT_EQ(sampler_steps(1000, 1, "linspace"), (std::vector<int64_t>{999}));
-  EXPECT_THROW(sampler_steps(1000, 1001), Error);
+  EXPECT_THROW(sampler_steps(1000, 1001, "trailing"), Error);
   EXPECT_THROW(sampler_steps(1000, 4, "uniform"), Error);
   std::vector<int64_t> all(1000);
   for (int64_t t = 0; t < 1000; ++t) all[size_t(t)] = 999 - t;
@@ -298,7 +298,7 @@ TEST(Diffusion, Dpm2mSdeSamplesTheGaussianData) {
     return std::pair{sched.abar[size_t(steps[k])], k + 1 < steps.size() ? sched.abar[size_t(steps[k + 1])] : 1.0};
   };
   auto run = [&](double eta, const std::vector<double>& start, int64_t S) {
-    const std::vector<int64_t> steps = sampler_steps(1000, S);
+    const std::vector<int64_t> steps = sampler_steps(1000, S, "trailing");
     std::vector<double> x = start, pred(static_cast<size_t>(n)), x0_last(static_cast<size_t>(n)),
                         z(static_cast<size_t>(n));
     double h_last = 0;
@@ -315,7 +315,7 @@ TEST(Diffusion, Dpm2mSdeSamplesTheGaussianData) {
     return x;
   };
   auto exact_sde = [&](int64_t S) {  // the variance of the SDE's result from N(0, 1)
-    const std::vector<int64_t> steps = sampler_steps(1000, S);
+    const std::vector<int64_t> steps = sampler_steps(1000, S, "trailing");
     double cxx = 1, cxl = 0, cll = 0, h_last = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       const auto [a, ap] = step_at(steps, k);

@@ -85,20 +85,25 @@ double diffusion_loss(UNet<F>& net, const Schedule& s, const F* cond, const F* x
   return loss;
 }
 
+namespace {
+void check_spacing(const std::string& spacing, const char* who) {
+  GP_CHECK(spacing == "trailing" || spacing == "linspace", who, " spacing '", spacing,
+           "' (expected trailing or linspace)");
+}
+}  // namespace
+
 void SamplerOptions::validate(int64_t timesteps) const {
   GP_CHECK(sampler == "ddim" || sampler == "ddpm" || sampler == "dpm++2m" || sampler == "dpm++2m-sde",
            "[sample] sampler '", sampler, "' (expected ddim, ddpm, dpm++2m or dpm++2m-sde)");
   GP_CHECK(steps >= 1 && steps <= timesteps, "[sample] ", steps, " steps: expected 1 .. ", timesteps,
            " (the model's timesteps)");
   GP_CHECK(eta >= 0 && eta <= 1, "[sample] eta ", eta, ": expected 0 .. 1");
-  GP_CHECK(spacing == "trailing" || spacing == "linspace", "[sample] spacing '", spacing,
-           "' (expected trailing or linspace)");
+  check_spacing(spacing, "[sample]");
 }
 
 std::vector<int64_t> sampler_steps(int64_t T, int64_t S, const std::string& spacing) {
   GP_CHECK(S >= 1 && S <= T, "[sampler_steps] ", S, " steps of ", T);
-  GP_CHECK(spacing == "trailing" || spacing == "linspace", "[sampler_steps] spacing '", spacing,
-           "' (expected trailing or linspace)");
+  check_spacing(spacing, "[sampler_steps]");
   std::vector<int64_t> steps;
   for (int64_t k = S - 1; k >= 0; --k)
     steps.push_back(spacing == "trailing" ? std::llround(double(k + 1) * double(T) / double(S)) - 1
