@@ -14,13 +14,22 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+class GroupNorm32(nn.GroupNorm):
+    """Group norm in f32, returned in the input's dtype: under bf16 autocast PyTorch 1.13's CPU
+    group_norm rejects a bf16 input with f32 affine parameters, and diffusion code (OpenAI's
+    guided-diffusion, whose GroupNorm32 this is) normalizes in f32 anyway."""
+
+    def forward(self, x):
+        return super().forward(x.float()).type(x.dtype)
+
+
 class ResBlock(nn.Module):
     def __init__(self, cin, cout, temb, groups, eps):
         super().__init__()
-        self.norm1 = nn.GroupNorm(groups, cin, eps=eps)
+        self.norm1 = GroupNorm32(groups, cin, eps=eps)
         self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
         self.temb = nn.Linear(temb, cout)
-        self.norm2 = nn.GroupNorm(groups, cout, eps=eps)
+        self.norm2 = GroupNorm32(groups, cout, eps=eps)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
         self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
 
@@ -35,7 +44,7 @@ class Attention(nn.Module):
     def __init__(self, c, head_channels, groups, eps):
         super().__init__()
         self.heads, self.hc = c // head_channels, head_channels
-        self.norm = nn.GroupNorm(groups, c, eps=eps)
+        self.norm = GroupNorm32(groups, c, eps=eps)
         self.qkv = nn.Linear(c, 3 * c)
         self.proj = nn.Linear(c, c)
 
@@ -87,7 +96,7 @@ class UNet(nn.Module):
             if l > 0:
                 level["up"] = nn.Conv2d(h, h, 3, padding=1)
             self.up.append(level)
-        self.out_norm = nn.GroupNorm(g, h, eps=eps)
+        self.out_norm = GroupNorm32(g, h, eps=eps)
         self.out_conv = nn.Conv2d(h, c["channels"], 3, padding=1)
 
     def forward(self, x, t):

@@ -600,9 +600,10 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
   cpu::set_conv_path(saved_path);
 }
 
-// Winograd's products take 16 columns to a register where the CPU has AVX-512 and 8 with AVX2, in
-// the same order of fused multiply-adds: the same bits at both levels, forward and backward, for
-// channel counts that are and are not multiples of 16 (the AVX-512 kernel's columns, then AVX2's).
+// Winograd's products and tile transforms take 16 channels to a register where the CPU has
+// AVX-512 and 8 with AVX2, in the same order of operations: the same bits at both levels, forward
+// and backward, for channel counts that are and are not multiples of 16 (the AVX-512 kernels'
+// channels, then AVX2's).
 TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
   const Isa saved = isa();

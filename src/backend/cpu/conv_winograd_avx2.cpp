@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/conv_winograd_transforms.h"
 #include "backend/cpu/image_ops.h"
 #include "genperf/runtime.h"
 
@@ -28,38 +29,46 @@ namespace genperf::cpu {
 namespace {
 
 using ops::ConvShape;
-constexpr int kT = 6;      // transformed patch side (4 outputs + 3 - 1)
-constexpr int kXi = kT * kT;
+using winograd::kT;
+using winograd::kXi;
+using winograd::Tiling;
 constexpr int kRows = 6;   // tiles per micro-kernel step (rows of the product)
 // The filter's transform: U = G g G^T.
 constexpr float G[kT][3] = {{1.f / 4, 0, 0},           {-1.f / 6, -1.f / 6, -1.f / 6}, {-1.f / 6, 1.f / 6, -1.f / 6},
                             {1.f / 24, 1.f / 12, 1.f / 6}, {1.f / 24, -1.f / 12, 1.f / 6},  {0, 0, 1}};
 
-// t = B^T d along one axis: six values at stride `in`, written at stride `out`.
-inline void input_1d(const __m256* d, int in, __m256* t, int out) {
-  const __m256 d0 = d[0], d1 = d[in], d2 = d[2 * in], d3 = d[3 * in], d4 = d[4 * in], d5 = d[5 * in];
-  const __m256 four = _mm256_set1_ps(4.f), five = _mm256_set1_ps(5.f), two = _mm256_set1_ps(2.f);
-  const __m256 a = _mm256_fnmadd_ps(four, d2, d4);     // d4 - 4 d2
-  const __m256 b = _mm256_fnmadd_ps(four, d1, d3);     // d3 - 4 d1
-  const __m256 c = _mm256_sub_ps(d4, d2);              // d4 - d2
-  const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d3, d1));  // 2 (d3 - d1)
-  t[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d2, _mm256_mul_ps(four, d0)), d4);
-  t[out] = _mm256_add_ps(a, b);
-  t[2 * out] = _mm256_sub_ps(a, b);
-  t[3 * out] = _mm256_add_ps(c, e);
-  t[4 * out] = _mm256_sub_ps(c, e);
-  t[5 * out] = _mm256_add_ps(_mm256_fnmadd_ps(five, d3, _mm256_mul_ps(four, d1)), d5);
-}
+// Eight floats a register (conv_winograd_transforms.h's V).
+struct Avx2Lanes {
+  using reg = __m256;
+  static constexpr int kLanes = 8;
+  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, reg r) { _mm256_storeu_ps(p, r); }
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg set1(float f) { return _mm256_set1_ps(f); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg fnmadd(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
+};
 
-// y = A^T m along one axis: six values at stride `in` to four at stride `out`.
-inline void output_1d(const __m256* m, int in, __m256* y, int out) {
-  const __m256 m0 = m[0], m1 = m[in], m2 = m[2 * in], m3 = m[3 * in], m4 = m[4 * in], m5 = m[5 * in];
-  const __m256 p12 = _mm256_add_ps(m1, m2), n12 = _mm256_sub_ps(m1, m2);
-  const __m256 p34 = _mm256_add_ps(m3, m4), n34 = _mm256_sub_ps(m3, m4);
-  y[0] = _mm256_add_ps(_mm256_add_ps(m0, p12), p34);
-  y[out] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), n34, n12);
-  y[2 * out] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), p34, p12);
-  y[3 * out] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), n34, n12), m5);
+// The tile transforms at the widest lanes the CPU and the channel count allow (16 where both
+// do: conv_winograd_avx512.cpp; the same bits).
+bool wide(int64_t channels) { return isa() >= Isa::Avx512 && channels % 16 == 0; }
+void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                     float* V) {
+  if (wide(s.IC)) return winograd_transform_input_avx512(x, s, t0, n, ld, V);
+  winograd::transform_input<Avx2Lanes>(x, s, tl, t0, n, ld, V);
+}
+void transform_output(const float* M, const float* bias, const ConvShape& s, const Tiling& tl, int64_t t0,
+                      int64_t n, float* out) {
+  if (wide(s.OC)) return winograd_transform_output_avx512(M, bias, s, t0, n, out);
+  winograd::transform_output<Avx2Lanes>(M, bias, s, tl, t0, n, out);
+}
+void transform_output_grad(const float* dy, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                           float* dM) {
+  if (wide(s.OC)) return winograd_transform_output_grad_avx512(dy, s, t0, n, ld, dM);
+  winograd::transform_output_grad<Avx2Lanes>(dy, s, tl, t0, n, ld, dM);
 }
 
 // U[xi][ic][oc] = (G g G^T)[xi] for the filter g = w[oc, :, :, ic] (ohwi), eight input channels
@@ -137,46 +146,6 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
   return e.U.data();
 }
 
-struct Tiling {
-  int64_t ty, tx, per_image, total;
-  explicit Tiling(const ConvShape& s)
-      : ty((s.H + 3) / 4), tx((s.W + 3) / 4), per_image(ty * tx), total(s.B * ty * tx) {}
-};
-
-// V[xi][t][ic] for the tiles t0 .. t0 + n (rows of IC values, tile-major within each xi, slices of
-// ld tiles).
-void transform_input(const float* x, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
-                     float* V) {
-  const int64_t IC = s.IC, stride_xi = ld * IC;
-  alignas(32) __m256 d[kXi], t[kXi];
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
-    const int64_t y0 = r / tl.tx * 4 - 1, x0 = r % tl.tx * 4 - 1;
-    const bool inside = y0 >= 0 && x0 >= 0 && y0 + kT <= s.H && x0 + kT <= s.W;
-    const float* base = x + ((b * s.H + y0) * s.W + x0) * IC;  // the patch's corner (may lie outside)
-    for (int64_t c = 0; c < IC; c += 8) {
-      if (inside) {
-        for (int u = 0; u < kT; ++u)
-          for (int v = 0; v < kT; ++v) d[u * kT + v] = _mm256_loadu_ps(base + (u * s.W + v) * IC + c);
-      } else {
-        for (int u = 0; u < kT; ++u) {
-          const int64_t y = y0 + u;
-          for (int v = 0; v < kT; ++v) {
-            const int64_t xx = x0 + v;
-            d[u * kT + v] = y >= 0 && y < s.H && xx >= 0 && xx < s.W
-                                ? _mm256_loadu_ps(x + ((b * s.H + y) * s.W + xx) * IC + c)
-                                : _mm256_setzero_ps();
-          }
-        }
-      }
-      for (int u = 0; u < kT; ++u) input_1d(d + u, kT, t + u, kT);          // columns: B^T d
-      for (int u = 0; u < kT; ++u) input_1d(t + u * kT, 1, d + u * kT, 1);  // rows: (B^T d) B
-      float* dst = V + i * IC + c;
-      for (int xi = 0; xi < kXi; ++xi) _mm256_storeu_ps(dst + xi * stride_xi, d[xi]);
-    }
-  }
-}
-
 // C[R, 8 NV] (+)= A[R, K] B[K, 8 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride
 // ldb and ldc; Acc: C += (else C =). The accumulators are named, not an array: GCC 12 keeps an
 // array of them in memory, storing each at every k (half the speed).
@@ -248,67 +217,6 @@ void multiply(const float* V, const float* U, int64_t n, int64_t IC, int64_t OC,
     product<false>(n, OC, IC, V + xi * n * IC, IC, 1, U + xi * IC * OC, OC, M + xi * n * OC, OC);
 }
 
-// out[4 x 4 block of tile t] = A^T M[:, t] A + bias, clipped to the image.
-void transform_output(const float* M, const float* bias, const ConvShape& s, const Tiling& tl, int64_t t0,
-                      int64_t n, float* out) {
-  const int64_t OC = s.OC, stride_xi = n * OC;
-  alignas(32) __m256 m[kXi], t[4 * kT], y[16];
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
-    const int64_t y0 = r / tl.tx * 4, x0 = r % tl.tx * 4;
-    const int64_t ny = std::min<int64_t>(4, s.H - y0), nx = std::min<int64_t>(4, s.W - x0);
-    for (int64_t c = 0; c < OC; c += 8) {
-      const float* src = M + i * OC + c;
-      for (int xi = 0; xi < kXi; ++xi) m[xi] = _mm256_loadu_ps(src + xi * stride_xi);
-      for (int v = 0; v < kT; ++v) output_1d(m + v, kT, t + v, kT);  // columns: A^T m, 4 x 6
-      for (int u = 0; u < 4; ++u) output_1d(t + u * kT, 1, y + u * 4, 1);  // rows: (A^T m) A
-      const __m256 bv = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
-      for (int64_t u = 0; u < ny; ++u)
-        for (int64_t v = 0; v < nx; ++v)
-          _mm256_storeu_ps(out + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c, _mm256_add_ps(y[u * 4 + v], bv));
-    }
-  }
-}
-
-// z = A y along one axis (the adjoint of output_1d): four values at stride `in` to six at stride
-// `out`.
-inline void output_grad_1d(const __m256* y, int in, __m256* z, int out) {
-  const __m256 y0 = y[0], y1 = y[in], y2 = y[2 * in], y3 = y[3 * in];
-  const __m256 p02 = _mm256_add_ps(y0, y2), p13 = _mm256_add_ps(y1, y3);
-  const __m256 q02 = _mm256_fmadd_ps(_mm256_set1_ps(4.f), y2, y0);
-  const __m256 q13 = _mm256_fmadd_ps(_mm256_set1_ps(4.f), y3, y1);  // y1 + 4 y3: times 2 below
-  const __m256 two = _mm256_set1_ps(2.f);
-  z[0] = y0;
-  z[out] = _mm256_add_ps(p02, p13);
-  z[2 * out] = _mm256_sub_ps(p02, p13);
-  z[3 * out] = _mm256_fmadd_ps(two, q13, q02);
-  z[4 * out] = _mm256_fnmadd_ps(two, q13, q02);
-  z[5 * out] = y3;
-}
-
-// dM[xi][t][oc] = (A dY_t A^T)[xi], dY_t the output gradient's 4 x 4 block of tile t (zero
-// outside the image): the gradient of the products' results, per tile (slices of ld tiles).
-void transform_output_grad(const float* dy, const ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
-                           float* dM) {
-  const int64_t OC = s.OC, stride_xi = ld * OC;
-  alignas(32) __m256 y[16], t[kT * 4], m[kXi];
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t tile = t0 + i, b = tile / tl.per_image, r = tile % tl.per_image;
-    const int64_t y0 = r / tl.tx * 4, x0 = r % tl.tx * 4;
-    const int64_t ny = std::min<int64_t>(4, s.H - y0), nx = std::min<int64_t>(4, s.W - x0);
-    for (int64_t c = 0; c < OC; c += 8) {
-      for (int64_t u = 0; u < 4; ++u)
-        for (int64_t v = 0; v < 4; ++v)
-          y[u * 4 + v] = u < ny && v < nx ? _mm256_loadu_ps(dy + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c)
-                                          : _mm256_setzero_ps();
-      for (int v = 0; v < 4; ++v) output_grad_1d(y + v, 4, t + v, 4);        // columns: A dY, 6 x 4
-      for (int u = 0; u < kT; ++u) output_grad_1d(t + u * 4, 1, m + u * kT, 1);  // rows: (A dY) A^T
-      float* dst = dM + i * OC + c;
-      for (int xi = 0; xi < kXi; ++xi) _mm256_storeu_ps(dst + xi * stride_xi, m[xi]);
-    }
-  }
-}
-
 // dw[oc, :, :, ic] += G^T dU[:][ic][oc] G (the adjoint of transform_weights), eight output
 // channels at a time (contiguous in dU).
 void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) {
@@ -354,16 +262,23 @@ void winograd_forward(float* out, const float* x, const float* U, const float* b
   // Tiles per block: V and M of the block in about 256 KiB, a whole number of micro-kernel steps.
   const int64_t fit = (int64_t(64) << 10) / (kXi * (s.IC + s.OC));
   const int64_t block = std::max<int64_t>(kRows, std::min<int64_t>(16 * kRows, fit / kRows * kRows));
-  const int64_t blocks = (tl.total + block - 1) / block;
-  const int nt = blocks > 1 ? num_threads() : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t k = 0; k < blocks; ++k) {
-    const int64_t t0 = k * block, n = std::min(block, tl.total - t0);
+  // Each thread takes an equal share of the tiles, in blocks (an equal count of blocks each would
+  // leave a thread idle for a block where there are few: 3 blocks on 2 threads at 8 x 8 pixels).
+  // A tile's outputs do not depend on the tiles beside it in its block, so the bits do not depend
+  // on the thread count.
+  const int nt = tl.total >= 2 * kRows ? num_threads() : 1;
+#pragma omp parallel num_threads(nt)
+  {
+    const int id = omp_get_thread_num(), tn = omp_get_num_threads();
+    const int64_t i0 = tl.total * id / tn, i1 = tl.total * (id + 1) / tn;
     float* V = scratch(0, size_t(kXi * block * s.IC));
     float* M = scratch(1, size_t(kXi * block * s.OC));
-    transform_input(x, s, tl, t0, n, n, V);
-    multiply(V, U, n, s.IC, s.OC, M);
-    transform_output(M, bias, s, tl, t0, n, out);
+    for (int64_t t0 = i0; t0 < i1; t0 += block) {
+      const int64_t n = std::min(block, i1 - t0);
+      transform_input(x, s, tl, t0, n, n, V);
+      multiply(V, U, n, s.IC, s.OC, M);
+      transform_output(M, bias, s, tl, t0, n, out);
+    }
   }
 }
 

@@ -2,18 +2,35 @@
 // same products, 16 columns to a register. Each output value is the same chain of fused
 // multiply-adds over k, in the same order, as the AVX2 kernel's, so the bits are the same too; only
 // the width changes (up to 6 x 64 a micro-kernel: 24 accumulators of AVX-512's 32 registers,
-// each broadcast of A feeding four of them).
+// each broadcast of A feeding four of them). And the tile transforms (conv_winograd_transforms.h)
+// at 16 lanes.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/conv_winograd_transforms.h"
 #include "backend/cpu/image_ops.h"
 
 namespace genperf::cpu {
 namespace {
 
 constexpr int kRows = 6;
+
+// Sixteen floats a register (conv_winograd_transforms.h's V).
+struct Avx512Lanes {
+  using reg = __m512;
+  static constexpr int kLanes = 16;
+  static reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, reg r) { _mm512_storeu_ps(p, r); }
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg set1(float f) { return _mm512_set1_ps(f); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg fnmadd(reg a, reg b, reg c) { return _mm512_fnmadd_ps(a, b, c); }
+};
 
 // C[R, 16 NV] (+)= A[R, K] B[K, 16 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride
 // ldb and ldc; Acc: C += (else C =). Named accumulators, as in the AVX2 kernel (GCC 12 keeps an
@@ -93,5 +110,18 @@ template void winograd_product_avx512<false>(int64_t, int64_t, int64_t, const fl
                                              int64_t, float*, int64_t);
 template void winograd_product_avx512<true>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
                                             int64_t, float*, int64_t);
+
+void winograd_transform_input_avx512(const float* x, const ops::ConvShape& s, int64_t t0, int64_t n, int64_t ld,
+                                     float* V) {
+  winograd::transform_input<Avx512Lanes>(x, s, winograd::Tiling(s), t0, n, ld, V);
+}
+void winograd_transform_output_avx512(const float* M, const float* bias, const ops::ConvShape& s, int64_t t0,
+                                      int64_t n, float* out) {
+  winograd::transform_output<Avx512Lanes>(M, bias, s, winograd::Tiling(s), t0, n, out);
+}
+void winograd_transform_output_grad_avx512(const float* dy, const ops::ConvShape& s, int64_t t0, int64_t n,
+                                           int64_t ld, float* dM) {
+  winograd::transform_output_grad<Avx512Lanes>(dy, s, winograd::Tiling(s), t0, n, ld, dM);
+}
 
 }  // namespace genperf::cpu

@@ -44,6 +44,16 @@ void conv3x3_winograd_backward_weights_avx2(float* dw, const float* dout, const 
 template <bool Acc>
 void winograd_product_avx512(int64_t rows, int64_t cols, int64_t K, const float* A, int64_t lda, int64_t ldk,
                              const float* B, int64_t ldb, float* C, int64_t ldc);
+// Winograd's tile transforms with AVX-512, 16 channels to a register (conv_winograd_avx512.cpp,
+// channel counts multiples of 16; the same bits as the AVX2 ones): the input's V[xi][t][ic] for
+// the tiles t0 .. t0 + n (slices of ld tiles), the output (+ bias when not null) from M, and the
+// output gradient's dM (slices of ld tiles).
+void winograd_transform_input_avx512(const float* x, const ops::ConvShape& s, int64_t t0, int64_t n, int64_t ld,
+                                     float* V);
+void winograd_transform_output_avx512(const float* M, const float* bias, const ops::ConvShape& s, int64_t t0,
+                                      int64_t n, float* out);
+void winograd_transform_output_grad_avx512(const float* dy, const ops::ConvShape& s, int64_t t0, int64_t n,
+                                           int64_t ld, float* dM);
 template <typename F>
 void group_norm_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
                         int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
