@@ -4,6 +4,12 @@ bench/torch_sr.py), side by side in one run: training steps and sampler steps of
 on the same batch with the same thread count. Never run in CI.
 
     /usr/bin/python3 bench/compare_sr.py --model default --threads 2 --rounds 5 --out out/compare_sr.json
+    /usr/bin/python3 bench/compare_sr.py --model default --threads 2 --rounds 5 --precision bf16
+
+--precision bf16 runs both in mixed precision: genperf's convolutions on bf16 operands with f32
+sums (--precision bf16), PyTorch under torch.autocast("cpu", bfloat16), where convolutions and
+linear layers take bf16 (and group norm runs in f32, as diffusion code does it). The run stops if
+genperf falls back to f32 (a CPU without AVX512-BF16).
 
 Each round runs `genperf bench sr` and torch_sr.py (the order reversed every other round, so that
 drift in the machine's state falls on both); each is the engine's own benchmark (one warm-up,
@@ -30,20 +36,24 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     p.add_argument("--out")
     a = p.parse_args()
 
     common = ["--batch", str(a.batch), "--size", str(a.size), "--reps", str(a.reps)]
-    gp_cmd = [a.genperf, "bench", "sr", "--model", a.model, "--threads", str(a.threads), "--json", *common]
+    gp_cmd = [a.genperf, "bench", "sr", "--model", a.model, "--threads", str(a.threads), "--json",
+              "--precision", a.precision, *common]
     first, err = run_contended(gp_cmd)
     if first is None:
         sys.exit(f"genperf bench sr failed: {err}")
+    if first.get("precision", "f32") != a.precision:
+        sys.exit(f"genperf ran {first.get('precision')} for --precision {a.precision} (no AVX512-BF16 here)")
     cfg_dir = tempfile.mkdtemp(prefix="compare_sr-")
     cfg = os.path.join(cfg_dir, "config.json")
     with open(cfg, "w") as f:
         json.dump(first["config"], f)
     torch_cmd = ["/usr/bin/python3", os.path.join(here, "torch_sr.py"), "--config", cfg,
-                 "--threads", str(a.threads), *common]
+                 "--threads", str(a.threads), "--precision", a.precision, *common]
 
     rounds = []
     for r in range(a.rounds):
@@ -74,7 +84,7 @@ def main():
         return out
 
     result = {
-        "model": a.model, "config": first["config"], "parameters": first["parameters"], "batch": a.batch,
+        "model": a.model, "precision": a.precision, "config": first["config"], "parameters": first["parameters"], "batch": a.batch,
         "size": a.size, "threads": a.threads, "rounds": a.rounds, "reps": a.reps,
         "forward_flops": first["forward_flops"], "gemm_peak_gflops_f32": first.get("gemm_peak_gflops_f32"),
         "train": summary("train_images_per_s", "train_step_seconds"),

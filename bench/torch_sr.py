@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 class GroupNorm32(nn.GroupNorm):
     """Group norm in f32, returned in the input's dtype: under bf16 autocast PyTorch 1.13's CPU
-    group_norm rejects a bf16 input with f32 affine parameters, and diffusion code (OpenAI's
-    guided-diffusion, whose GroupNorm32 this is) normalizes in f32 anyway."""
+    group_norm rejects a bf16 input with f32 affine parameters, and diffusion code normalizes in
+    f32 anyway (OpenAI's guided-diffusion has a GroupNorm32 for it). In f32 this is nn.GroupNorm."""
 
     def forward(self, x):
         return super().forward(x.float()).type(x.dtype)

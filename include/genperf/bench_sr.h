@@ -16,6 +16,7 @@ struct SRBenchOptions {
   uint64_t seed = 1;
   int64_t grad_accum = 0;  // micro-batches per step across the ranks; 0: one per rank
   DistOptions dist;        // ranks and sharding (genperf/dist.h)
+  bool bf16 = false;       // convolutions in bf16 (UNet::set_bf16), training and sampling
 };
 
 struct SRBenchResult {
@@ -23,6 +24,7 @@ struct SRBenchResult {
   size_t parameters = 0;
   int ranks = 1;
   std::string shard = "none";
+  bool bf16 = false;
   Stats train_step;     // zero grads, forward, backward, gradient reduction, clip, AdamW, EMA: seconds
   Stats sample_step;    // one sampler step (a forward without saving activations): seconds
   double forward_flops = 0;  // of one forward on the batch

@@ -17,8 +17,15 @@ namespace genperf::ops {
 // x [B, H, W, IC], w [OC, K, K, IC] (channels last: a filter is one row of K*K*IC, the layout
 // of a matmul's weight), bias [OC] (may be null), out [B, Ho, Wo, OC] with
 // Ho = (H + 2 pad - K) / stride + 1 (Wo alike).
+// bf16: the products in bf16, as PyTorch's autocast runs a convolution: x, w and (backward) dout
+// rounded to bf16 (to nearest even), their products summed in f32 (float64 in the reference); out,
+// dx, dw and dbias stay F. The CPU runs them on oneDNN's bf16 convolutions where it has
+// AVX512-BF16 at the AVX-512 level; elsewhere (and in the reference) the rounded operands run the
+// F path, which gives the same products, only slower. Like cuDNN's convolution descriptor, which
+// carries its compute type, the shape says how the op computes.
 struct ConvShape {
   int64_t B = 1, H = 1, W = 1, IC = 1, OC = 1, K = 3, stride = 1, pad = 1;
+  bool bf16 = false;
   int64_t Ho() const { return (H + 2 * pad - K) / stride + 1; }
   int64_t Wo() const { return (W + 2 * pad - K) / stride + 1; }
   int64_t filter() const { return K * K * IC; }  // weights per output channel

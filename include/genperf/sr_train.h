@@ -37,6 +37,7 @@ struct SRTrainOptions {
   // on any rank count. The EMA is sharded with the optimizer state.
   int64_t grad_accum = 1;
   DistOptions dist;
+  bool bf16 = false;  // convolutions in bf16 (UNet::set_bf16); pass effective_precision's choice
 };
 
 // One rank's part of SR training: the network, data parallel over the ranks, AdamW over this

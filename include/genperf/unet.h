@@ -116,6 +116,13 @@ class UNet {
   // Moves weights and gradients into buffers of weights().size() values the caller provides
   // (copying nothing; an undefined tensor keeps that buffer). UNet<float> only.
   void adopt_buffers(Tensor weights, Tensor grads);
+  // Convolutions in bf16 (ops::ConvShape::bf16, PyTorch's autocast for them): their operands
+  // rounded to bf16, products summed in f32; norms, attention, the linear layers, weights,
+  // gradients and activations stay F. Off at construction. Callers choose by
+  // effective_precision (genperf/train.h): on a CPU without AVX512-BF16 the products are the
+  // same but slower.
+  void set_bf16(bool on);
+  bool bf16() const;
   double last_forward_flops() const;  // matmul, convolution and attention FLOPs of the last forward
   size_t activation_bytes() const;    // activations, their gradients and saved statistics held
 

@@ -22,6 +22,7 @@ Json SRBenchResult::to_json() const {
                       {"train_gflops", train_gflops},
                       {"sample_gflops", sample_gflops},
                       {"ranks", ranks},
+                      {"precision", bf16 ? "bf16" : "f32"},
                       {"shard", shard},
                       {"comm_bytes_per_step", comm_bytes_per_step},
                       {"comm_wait_seconds", comm_wait_s},
@@ -55,6 +56,7 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
   SRTrainOptions to;
   to.batch = o.batch, to.crop = o.size, to.clip = 1.0, to.ema = 0.999;
   to.dist = o.dist;
+  to.bf16 = o.bf16;
   Communicator& comm = o.dist.comm ? *o.dist.comm : world();
   to.dist.comm = &comm;
   to.grad_accum = o.grad_accum > 0 ? o.grad_accum : comm.size();
@@ -62,7 +64,7 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
   DataParallel& dp = t.dp();
   SRBenchResult r;
   r.batch = o.batch, r.size = o.size, r.parameters = t.net().weights().size();
-  r.ranks = comm.size(), r.shard = shard_mode_name(o.dist.shard);
+  r.ranks = comm.size(), r.shard = shard_mode_name(o.dist.shard), r.bf16 = o.bf16;
   int64_t k = 0;
   r.train_step = measure(
       [&] {
@@ -77,6 +79,7 @@ SRBenchResult bench_sr(const UNetConfig& c, const SRBenchOptions& o) {
   r.comm_wait_s = dp.step_comm_wait_s();
   // The sampler's step: a forward of the EMA weights on the whole batch (on every rank).
   UNet<float> ema(c);
+  ema.set_bf16(o.bf16);
   const std::vector<float> w = t.ema();
   std::copy(w.begin(), w.end(), ema.weights().begin());
   std::vector<float> input(static_cast<size_t>(2 * n)), ts(static_cast<size_t>(o.batch), 500.f);

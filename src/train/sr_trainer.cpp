@@ -83,6 +83,7 @@ std::string options_key(const UNetConfig& c, const SRTrainOptions& o) {
   j["warmup"] = o.warmup, j["clip"] = o.clip, j["weight_decay"] = o.weight_decay, j["ema"] = o.ema;
   j["seed"] = std::to_string(o.seed), j["blur"] = o.degradation.blur_sigma, j["noise"] = o.degradation.noise;
   j["grad_accum"] = o.grad_accum;  // the micro-batches draw the noise (the rank count may change)
+  if (o.bf16) j["precision"] = "bf16";  // (absent for f32, as before bf16 existed)
   return j.dump();
 }
 
@@ -114,6 +115,7 @@ class UNetDist final : public DistModel {
 SRTraining::SRTraining(const UNetConfig& c, uint64_t seed, bool zero_out, const SRTrainOptions& o,
                        std::span<const float> init)
     : o_(o), net_(c), opt_(0), sched_(Schedule::of(c)) {
+  net_.set_bf16(o.bf16);
   GP_CHECK(o.grad_accum >= 1 && o.batch % o.grad_accum == 0, "[sr train] --grad-accum ", o.grad_accum,
            " does not divide the batch of ", o.batch, " crops");
   if (init.empty()) {
@@ -243,6 +245,7 @@ void train_sr(UNetConfig c, const std::vector<Map>& train, const std::vector<Map
   // The EMA model, whole on every rank (a collective), for validation and the saved model.
   auto ema_net = [&] {
     UNet<float> e(c);
+    e.set_bf16(o.bf16);
     const std::vector<float> w = t.ema();
     std::copy(w.begin(), w.end(), e.weights().begin());
     return e;

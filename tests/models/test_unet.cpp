@@ -162,6 +162,53 @@ TEST(UNet, FloatAgreesWithDouble) {
   EXPECT_GT(f.last_forward_flops(), 0);
 }
 
+// bf16 convolutions (UNet::set_bf16), whose operands the op rounds to bf16 exactly as its float64
+// reference does (ImageOps.Conv2dBf16). A whole network is no place for a float64 reference of
+// the rounding: where an activation lies within float's error of a rounding boundary, float and
+// float64 round it apart by one bf16 step (0.4%), and the small output of a deep network, a
+// difference of large activations, turns a few such flips into 1e-3 (measured on this tiny
+// network: 2.7e-3; below 1e-7 on configs where no activation fell so near a boundary). So the network is held to bf16's expected error against the unrounded
+// float64 one, forward and weight gradients: far above f32's (the rounding took place), within
+// a few percent (it took place on operands, not on sums); and the training test below runs in
+// bf16 too.
+TEST(UNet, Bf16ConvolutionsStayWithinBf16Error) {
+  Rng rng(seed_of(36, "UNet.Bf16ConvolutionsStayWithinBf16Error"));
+  const UNetConfig c = tiny();
+  UNet<double> d(c);
+  UNet<float> f(c), f32(c);
+  f.init(9, false);
+  std::copy(f.weights().begin(), f.weights().end(), d.weights().begin());
+  std::copy(f.weights().begin(), f.weights().end(), f32.weights().begin());
+  f.set_bf16(true);
+  EXPECT_TRUE(f.bf16());
+  EXPECT_FALSE(f32.bf16());
+  const int64_t B = 2, H = 8, W = 8, n = B * H * W;
+  const std::vector<float> xf = randn<float>(size_t(2 * n), rng), gf = randn<float>(size_t(n), rng);
+  const std::vector<double> xd(xf.begin(), xf.end()), gd(gf.begin(), gf.end()), td = {3, 41};
+  const std::vector<float> tf(td.begin(), td.end());
+  auto rel = [](auto a, const std::vector<double>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < b.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += b[i] * b[i];
+    return std::sqrt(num / den);
+  };
+  const double* yd = d.forward(xd.data(), td.data(), B, H, W, true);
+  const std::vector<double> y(yd, yd + n);
+  const double fwd = rel(f.forward(xf.data(), tf.data(), B, H, W, true), y);
+  const double fwd32 = rel(f32.forward(xf.data(), tf.data(), B, H, W, true), y);
+  d.zero_grad(), f.zero_grad(), f32.zero_grad();
+  d.backward(gd.data()), f.backward(gf.data()), f32.backward(gf.data());
+  const std::vector<double> g(d.grads().begin(), d.grads().end());
+  const double bwd = rel(f.grads().data(), g), bwd32 = rel(f32.grads().data(), g);
+  std::printf("relative rms against float64: bf16 %.2e / %.2e, f32 %.2e / %.2e (forward / weight gradients)\n", fwd,
+              bwd, fwd32, bwd32);
+  EXPECT_LT(fwd32, 1e-5);
+  EXPECT_LT(bwd32, 1e-4);
+  EXPECT_GT(fwd, 100 * fwd32);
+  EXPECT_GT(bwd, 10 * bwd32);
+  EXPECT_LT(fwd, 0.03);
+  EXPECT_LT(bwd, 0.03);
+}
+
 TEST(Diffusion, Schedules) {
   for (const char* kind : {"cosine", "linear"}) {
     const Schedule s = Schedule::make(kind, 1000);
@@ -389,12 +436,16 @@ TEST_P(SamplingThreads, SamplingIsTheSameForAnyThreadCount) {
             std::vector<float>(runs[0].begin() + n / 2, runs[0].end()));
 }
 
-TEST(Diffusion, LossTrainsTheNetwork) {
+class LossTrains : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LossTrains, TheNetwork) {
   // A few hundred AdamW-free SGD steps on one fixed batch lower the loss: the gradients point
-  // downhill through the whole pipeline (noise, target, network, loss).
+  // downhill through the whole pipeline (noise, target, network, loss), in f32 and with bf16
+  // convolutions.
   Rng data(seed_of(35, "Diffusion.LossTrainsTheNetwork"));
   UNet<float> net(tiny());
   net.init(12);
+  net.set_bf16(GetParam());
   const Schedule s = Schedule::of(net.config());
   const int64_t B = 4, H = 8, W = 8, n = B * H * W;
   std::vector<float> cond = randn<float>(size_t(n), data), x0(static_cast<size_t>(n));
@@ -417,6 +468,8 @@ TEST(Diffusion, LossTrainsTheNetwork) {
   std::printf("loss %.4f -> %.4f\n", before, after);
   EXPECT_LT(after, 0.8 * before);
 }
+INSTANTIATE_TEST_SUITE_P(Diffusion, LossTrains, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Bf16" : "F32"; });
 
 // One forward and one DDIM step against tests/models/unet_ref.py, a float64 NumPy reference
 // written from the documented architecture: weights from the model files (f32 values), inputs

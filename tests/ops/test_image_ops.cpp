@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/image_ops.h"
+#include "genperf/dtype.h"
 #include "genperf/error.h"
 #include "genperf/ops_image.h"
 #include "genperf/rng.h"
@@ -597,6 +598,76 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
     }
   }
   set_num_threads(saved);
+  cpu::set_conv_path(saved_path);
+}
+
+// ConvShape::bf16: the products of x, w and dout rounded to bf16 (to nearest even), summed in f32.
+// The reference rounds the operands here (f32_to_bf16) and runs the float64 op; the float op is
+// held to it at 1e-5 (f32 sums) on each path: oneDNN's bf16 primitives where the CPU has
+// AVX512-BF16, and the rounded operands on the f32 paths (forced by the AVX2 level) everywhere,
+// at shapes of the UNet (3 x 3 same, stride 2, 1 x 1) and odd ones. Against the unrounded operands
+// the results differ by far more (bf16 keeps 8 bits of mantissa): the test sees whether the
+// operands were rounded at all. dbias sums dout unrounded.
+TEST(ImageOps, Conv2dBf16) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const Isa saved = isa();
+  const cpu::ConvPath saved_path = cpu::conv_path();
+  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  auto bf16 = [](std::vector<double> v) {
+    for (double& d : v) d = double(bf16_to_f32(f32_to_bf16(float(d))));
+    return v;
+  };
+  std::vector<Isa> levels = {Isa::Avx2};
+  set_isa(Isa::Avx512);
+  if (isa() == Isa::Avx512 && cpu::conv2d_bf16_native()) levels.push_back(Isa::Avx512);
+  else std::printf("no AVX512-BF16: the rounded operands on the f32 paths only\n");
+  for (ConvShape s : {conv(2, 12, 10, 16, 32, 3, 1, 1), conv(2, 9, 11, 16, 24, 3, 2, 1), conv(1, 8, 8, 32, 16, 1, 1, 0),
+                      conv(2, 5, 7, 3, 4, 3, 1, 1), conv(1, 16, 16, 64, 64, 3, 1, 1)}) {
+    const std::string what = "conv2d bf16 " + std::to_string(s.H) + "x" + std::to_string(s.W) + " IC=" +
+                             std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " K=" + std::to_string(s.K) +
+                             " stride " + std::to_string(s.stride);
+    Rng r(kSeed + uint64_t(s.IC * 1000 + s.OC * 10 + s.stride));
+    const auto x = randn(r, size_t(s.B * s.H * s.W * s.IC)), w = randn(r, size_t(s.OC * s.filter()), 0.3),
+               bias = randn(r, size_t(s.OC));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    const auto G = randn(r, n_out);
+    const auto xr = bf16(x), wr = bf16(w), Gr = bf16(G);
+    std::vector<double> y(n_out), dx(x.size()), dw(w.size(), 0.0), db(bias.size(), 0.0), y_f32(n_out);
+    conv2d_forward(y.data(), xr.data(), wr.data(), bias.data(), s);
+    conv2d_forward(y_f32.data(), x.data(), w.data(), bias.data(), s);
+    conv2d_backward(dx.data(), dw.data(), static_cast<double*>(nullptr), Gr.data(), xr.data(), wr.data(), s);
+    conv2d_backward(static_cast<double*>(nullptr), static_cast<double*>(nullptr), db.data(), G.data(), x.data(),
+                    w.data(), s);
+    ASSERT_GT(rel_error(y_f32, y), 1e-3) << what << ": bf16 rounding should be visible";
+    // The float64 op with s.bf16 rounds too (the reference path of the flag).
+    ConvShape sb = s;
+    sb.bf16 = true;
+    std::vector<double> y64(n_out);
+    conv2d_forward(y64.data(), x.data(), w.data(), bias.data(), sb);
+    EXPECT_LT(rel_error(y64, y), 1e-12) << what << " (float64)";
+    const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
+    for (Isa level : levels) {
+      set_isa(level);
+      const std::string path = what + (level == Isa::Avx512 ? " (oneDNN bf16)" : " (rounded, f32 paths)");
+      std::vector<float> yf(n_out), dxf(x.size(), NAN), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
+      conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), sb);
+      conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), sb);
+      EXPECT_LT(rel_error(yf, y), 1e-5) << path;
+      EXPECT_LT(rel_error(dxf, dx), 1e-5) << path;
+      EXPECT_LT(rel_error(dwf, dw), 1e-5) << path;
+      EXPECT_LT(rel_error(dbf, db), 1e-5) << path;
+      if (level != Isa::Avx512) continue;
+      // The op took oneDNN's bf16 primitives (not the fallback, which would pass the same checks).
+      std::vector<float> y2(n_out), dx2(x.size()), dw2(w.size(), 0.f);
+      ASSERT_TRUE(cpu::conv2d_forward_onednn(y2.data(), xf.data(), wf.data(), bf.data(), sb)) << path;
+      ASSERT_TRUE(cpu::conv2d_backward_data_onednn(dx2.data(), Gf.data(), wf.data(), sb)) << path;
+      ASSERT_TRUE(cpu::conv2d_backward_weights_onednn(dw2.data(), Gf.data(), xf.data(), sb)) << path;
+      EXPECT_EQ(y2, yf) << path;
+      EXPECT_EQ(dx2, dxf) << path;
+      EXPECT_EQ(dw2, dwf) << path;
+    }
+  }
+  set_isa(saved);
   cpu::set_conv_path(saved_path);
 }
 

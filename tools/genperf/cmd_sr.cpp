@@ -59,6 +59,19 @@ const OptionSpec kProject{"project",
                           "data consistency: back-project each sample onto the input at the end, at every step, or none",
                           "end"};
 const OptionSpec kProjectIters{"project-iters", "back-projection rounds per projection", "10"};
+const OptionSpec kPrecision{"precision",
+                            "the convolutions' products: f32, or bf16 (operands rounded to bf16, f32 sums, as PyTorch's "
+                            "autocast; needs AVX512-BF16, f32 otherwise)",
+                            "f32"};
+
+// Whether --precision asks for bf16 convolutions and this CPU runs them (a note when it does not).
+bool bf16_convolutions(const Args& a) {
+  const Precision want = parse_precision(a.str("precision"));
+  const Precision got = effective_precision(want);
+  if (want != got)
+    std::fprintf(stderr, "note: --precision bf16 needs AVX512-BF16 at the AVX-512 level; running f32\n");
+  return got == Precision::Bf16;
+}
 
 sr::UpscaleOptions upscale_options(const Args& a) {
   sr::UpscaleOptions o;
@@ -104,7 +117,7 @@ int cmd_sr_train(int argc, char** argv) {
           {"blur", "degradation blur sigma in output pixels (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise, a fraction of the input's standard deviation", "0"},
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -124,6 +137,7 @@ int cmd_sr_train(int argc, char** argv) {
   o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : world().size();
   if (a.has("stop-at")) o.stop_at = a.integer("stop-at");
   if (a.has("init")) o.init = a.str("init");
+  o.bf16 = bf16_convolutions(a);
   const std::vector<sr::Map> train = maps_only(a.str("data"));
   const std::vector<sr::Map> val = a.has("val-data") ? maps_only(a.str("val-data")) : std::vector<sr::Map>{};
   const bool json = a.flag("json");
@@ -160,7 +174,7 @@ int cmd_sr_upscale(int argc, char** argv) {
           kSteps, kSampler, kSpacing, kEta, {"samples", "samples; their mean is the output, their sd the second HDU", "1"},
           {"seed", "sampling seed", "0"}, kTile, kOverlap, kBatch, kProject, kProjectIters,
           {"blur", "the input's blur sigma in output pixels, for --project (-1: 0.5 x scale)", "-1"},
-          {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kThreads},
+          {"preview", "also write an asinh-stretched PNG of the mean", "", false, true}, kPrecision, kThreads},
          argc, argv, 3 + int(pos.size()));
   if (run_help(a)) return 0;
   apply_common(a);
@@ -171,6 +185,7 @@ int cmd_sr_upscale(int argc, char** argv) {
   GP_CHECK(!a.has("preview") || a.str("preview").ends_with(".png"), "sr upscale: ", a.str("preview"),
            ": the preview must be a .png file");
   sr::UNet<float> net = sr::load_sr_model(a.str("model"));
+  net.set_bf16(bf16_convolutions(a));
   const int64_t s = net.config().scale;
   if (a.has("scale"))
     GP_CHECK(a.integer("scale") == s, "sr upscale: --scale ", a.integer("scale"), ", but the model ", a.str("model"),
@@ -200,7 +215,8 @@ int cmd_sr_upscale(int argc, char** argv) {
   prov.keywords = {{"GPMODEL", a.str("model")}, {"GPSCALE", std::to_string(s)},
                    {"GPSAMPLR", o.sampler.sampler}, {"GPSTEPS", std::to_string(o.sampler.steps)},
                    {"GPSPACE", o.sampler.spacing},
-                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}, {"GPPROJ", o.project}};
+                   {"GPSAMPLS", std::to_string(o.samples)}, {"GPSEED", std::to_string(o.seed)}, {"GPPROJ", o.project},
+                   {"GPPREC", net.bf16() ? "bf16" : "f32"}};
   write_fits(out, hdus, prov);
   std::printf("%s: %lld x %lld -> %lld x %lld, %lld tiles x %lld samples x %lld steps, %.1f GFLOP\n", out.c_str(),
               (long long)lr.w, (long long)lr.h, (long long)up.mean.w, (long long)up.mean.h, (long long)up.tiles,
@@ -245,13 +261,14 @@ int cmd_sr_eval(int argc, char** argv) {
          {{"model", "SR model directory"}, {"data", "held-out high-resolution maps (files, directories, synthetic:N...)"},
           kSteps, kSampler, kSpacing, kEta, {"samples", "samples per map", "8"}, {"seed", "sampling seed", "0"}, kTile,
           kOverlap, kBatch, kProject, kProjectIters, {"blur", "degradation blur sigma (-1: 0.5 x scale)", "-1"},
-          {"noise", "degradation noise", "0"}, kOut, kThreads, kJson},
+          {"noise", "degradation noise", "0"}, kPrecision, kOut, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
   check_record_path(a);
   Checkpoint files;
   sr::UNet<float> net = sr::load_sr_model(a.str("model"), &files);
+  net.set_bf16(bf16_convolutions(a));
   sr::Degradation d;
   d.scale = net.config().scale, d.blur_sigma = a.number("blur"), d.noise = a.number("noise");
   const auto maps = sr::read_maps(a.str("data"));
@@ -280,7 +297,8 @@ int cmd_sr_eval(int argc, char** argv) {
                              {"project", o.project},
                              {"project_iters", o.project_iters},
                              {"blur", d.blur_sigma},
-                             {"noise", d.noise}};
+                             {"noise", d.noise},
+                             {"precision", net.bf16() ? "bf16" : "f32"}};
   record = score_json(mean, std::move(record));
   record["spectrum_pooled"] = mean.pooled;
   std::vector<double> seconds;
@@ -362,7 +380,7 @@ int cmd_bench_sr(int argc, char** argv) {
           {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           kOut,
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -375,6 +393,7 @@ int cmd_bench_sr(int argc, char** argv) {
   o.batch = a.integer("batch"), o.size = a.integer("size"), o.reps = int(a.integer("reps"));
   o.dist = dist_options(a);
   o.grad_accum = a.has("grad-accum") ? a.integer("grad-accum") : 0;
+  o.bf16 = bf16_convolutions(a);
   const sr::SRBenchResult r = sr::bench_sr(c, o);
   if (world().rank() != 0) return 0;  // rank 0 reports
   Json j = r.to_json();
@@ -382,8 +401,8 @@ int cmd_bench_sr(int argc, char** argv) {
   j["config"] = sr::unet_config_json(c);
   {
     ops::ConvShape probe;
-    probe.IC = probe.OC = c.base;
-    j["conv3x3"] = cpu::conv2d_uses_winograd(probe) ? "winograd" : "direct";
+    probe.IC = probe.OC = c.base, probe.bf16 = o.bf16;
+    j["conv3x3"] = cpu::conv2d_uses_winograd(probe) ? "winograd" : o.bf16 ? "direct bf16" : "direct";
   }
   if (!a.flag("no-peaks")) {
     const double peak = bench::measure_gemm_peak_gflops(DType::F32);
@@ -396,8 +415,9 @@ int cmd_bench_sr(int argc, char** argv) {
     print_json(j);
     return 0;
   }
-  std::printf("model      %s (%.2fM parameters), batch %lld x %lld x %lld, %.2f GFLOP per forward\n", spec.c_str(),
-              double(r.parameters) / 1e6, (long long)o.batch, (long long)o.size, (long long)o.size, r.forward_flops / 1e9);
+  std::printf("model      %s (%.2fM parameters), batch %lld x %lld x %lld, %.2f GFLOP per forward, convolutions %s\n",
+              spec.c_str(), double(r.parameters) / 1e6, (long long)o.batch, (long long)o.size, (long long)o.size,
+              r.forward_flops / 1e9, o.bf16 ? "bf16" : "f32");
   // MFU counts the model's FLOPs (the direct convolution's); Winograd's convolutions do fewer.
   const bool winograd = j.at("conv3x3").as_string() == "winograd";
   std::printf("train      %.3f s/step median (min %.3f, max %.3f)  %.1f images/s  %.1f GFLOP/s", r.train_step.median,

@@ -6,6 +6,10 @@
 // weights are reordered back to ohwi and added. Padding: top and left = pad, bottom and right
 // = (Ho - 1) stride + K - H - pad, which is less than pad where the stride does not divide (and
 // negative where it skips the last rows: those shapes run on im2col, see make_conv).
+// ConvShape::bf16: src and diff_dst rounded to bf16 (round_to_bf16) in the thread's buffers,
+// weights rounded by their reorder into the primitive's format (oneDNN's f32 -> bf16 conversion,
+// to nearest even), results in f32: callers run this only where the CPU has AVX512-BF16, as
+// oneDNN's bf16 kernels elsewhere emulate the products.
 // Primitives are created once per shape, pass and thread count (oneDNN sizes its blocking by the
 // thread count it is created at) and kept in one cache.
 // Each function returns false where oneDNN offers only its reference implementation for the shape
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/image_ops.h"
 #include "backend/cpu/onednn.h"
 #include "genperf/runtime.h"
@@ -39,6 +44,7 @@ enum class Pass { Forward, BackwardData, BackwardWeights };
 
 struct ConvKey {
   int64_t B, H, W, IC, OC, K, stride, pad;
+  bool bf16;  // bf16 src, weights and diff_dst (ConvShape::bf16); f32 dst, diff_src, diff_weights
   int threads;
   Pass pass;
   bool bias;  // forward only: the backward bias is summed by the caller
@@ -55,18 +61,22 @@ struct Conv {
   std::string why;
 };
 
-dnnl::memory::desc activations(int64_t B, int64_t C, int64_t H, int64_t W) {
-  return {{B, C, H, W}, dt::f32, tag::nhwc};
+dnnl::memory::desc activations(int64_t B, int64_t C, int64_t H, int64_t W, dt type = dt::f32) {
+  return {{B, C, H, W}, type, tag::nhwc};
 }
-dnnl::memory::desc weights(const ConvKey& k, tag t) { return {{k.OC, k.IC, k.K, k.K}, dt::f32, t}; }
+dnnl::memory::desc weights(const ConvKey& k, tag t, dt type = dt::f32) { return {{k.OC, k.IC, k.K, k.K}, type, t}; }
 
 Conv make_conv(const ConvKey& k) {
-  const ConvShape s{k.B, k.H, k.W, k.IC, k.OC, k.K, k.stride, k.pad};
+  const ConvShape s{k.B, k.H, k.W, k.IC, k.OC, k.K, k.stride, k.pad, k.bf16};
   const int64_t Ho = s.Ho(), Wo = s.Wo();
   const dnnl::memory::dims strides{k.stride, k.stride}, pad_l{k.pad, k.pad},
       pad_r{(Ho - 1) * k.stride + k.K - k.H - k.pad, (Wo - 1) * k.stride + k.K - k.W - k.pad};
-  const auto src = activations(k.B, k.IC, k.H, k.W), dst = activations(k.B, k.OC, Ho, Wo);
-  const auto any = weights(k, tag::any), ohwi = weights(k, tag::ohwi);
+  // bf16: the operands (src, weights, diff_dst) in bf16, the results (dst, diff_src, diff_weights)
+  // in f32; the forward hint of the backward passes is the forward of those types.
+  const dt op = k.bf16 ? dt::bf16 : dt::f32;
+  const auto src = activations(k.B, k.IC, k.H, k.W, op), dst = activations(k.B, k.OC, Ho, Wo);
+  const auto diff_src = activations(k.B, k.IC, k.H, k.W), diff_dst = activations(k.B, k.OC, Ho, Wo, op);
+  const auto any = weights(k, tag::any, op), ohwi = weights(k, tag::ohwi);
   const auto bias = k.bias ? dnnl::memory::desc({k.OC}, dt::f32, tag::x) : dnnl::memory::desc();
   // A negative right padding (the stride skips the last rows or columns) is left to im2col:
   // oneDNN 2.6's jit_1x1:avx2 backward weights read past the image there (1 x 1, stride 2 on a
@@ -84,15 +94,16 @@ Conv make_conv(const ConvKey& k) {
       c.prim = dnnl::convolution_forward(fwd), c.wei = fwd.weights_desc();
     } else if (k.pass == Pass::BackwardData) {
       const dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any, dst, strides,
-                                                pad_l, pad_r),
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, diff_src, any, diff_dst,
+                                                strides, pad_l, pad_r),
           e, fwd);
       if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
       c.prim = dnnl::convolution_backward_data(pd), c.wei = pd.weights_desc();
     } else {
       const dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, any,
-                                                   dnnl::memory::desc(), dst, strides, pad_l, pad_r),
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src,
+                                                   weights(k, tag::any), dnnl::memory::desc(), diff_dst,
+                                                   strides, pad_l, pad_r),
           e, fwd);
       if (onednn_is_reference(pd)) return {std::nullopt, {}, std::nullopt, pd.impl_info_str()};
       c.prim = dnnl::convolution_backward_weights(pd), c.wei = pd.diff_weights_desc();
@@ -107,7 +118,7 @@ Conv make_conv(const ConvKey& k) {
 }
 
 ConvKey key_of(const ConvShape& s, Pass pass, bool bias) {
-  return {s.B, s.H, s.W, s.IC, s.OC, s.K, s.stride, s.pad, num_threads(), pass, bias};
+  return {s.B, s.H, s.W, s.IC, s.OC, s.K, s.stride, s.pad, s.bf16, num_threads(), pass, bias};
 }
 
 // The cached primitive of key (created at key.threads = genperf::num_threads(), set for oneDNN).
@@ -133,6 +144,21 @@ float* thread_buffer(int slot, size_t n) {
 dnnl::memory user(const dnnl::memory::desc& d, const void* p) {
   return dnnl::memory(d, onednn_engine(), const_cast<void*>(p));
 }
+
+// An activation [rows, C] as the primitive reads it: a itself (f32), or rounded to bf16 in the
+// thread's buffer (slot 0 or 1).
+const void* operand(const float* a, int64_t rows, int64_t C, bool bf16, int slot) {
+  if (!bf16) return a;
+  thread_local std::vector<uint16_t> buf[2];
+  std::vector<uint16_t>& b = buf[slot];
+  if (b.size() < size_t(rows * C)) {
+    b.clear();
+    b.resize(size_t(rows * C));
+  }
+  round_to_bf16(a, C, rows, C, b.data());
+  return b.data();
+}
+dt operand_type(const ConvShape& s) { return s.bf16 ? dt::bf16 : dt::f32; }
 
 // w (ohwi) in the primitive's weights format: w itself, or its reorder in the thread's buffer.
 const float* prim_weights(const Conv& c, const ConvKey& k, const float* w) {
@@ -161,7 +187,8 @@ bool conv2d_forward_onednn(float* out, const float* x, const float* w, const flo
   const ConvKey k = key_of(s, Pass::Forward, bias != nullptr);
   return with_conv(k, [&](const Conv& c) {
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
+        {DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W, operand_type(s)),
+                            operand(x, s.B * s.H * s.W, s.IC, s.bf16, 0))},
         {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
         {DNNL_ARG_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), out)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, user(dnnl::memory::desc({s.OC}, dt::f32, tag::x), bias));
@@ -172,7 +199,8 @@ bool conv2d_forward_onednn(float* out, const float* x, const float* w, const flo
 bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ConvShape& s) {
   const ConvKey k = key_of(s, Pass::BackwardData, false);
   return with_conv(k, [&](const Conv& c) {
-    onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+    onednn_execute(*c.prim, {{DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo(), operand_type(s)),
+                                                      operand(dout, s.B * s.Ho() * s.Wo(), s.OC, s.bf16, 0))},
                              {DNNL_ARG_WEIGHTS, user(c.wei, prim_weights(c, k, w))},
                              {DNNL_ARG_DIFF_SRC, user(activations(s.B, s.IC, s.H, s.W), dx)}});
   });
@@ -185,8 +213,10 @@ bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x
   const bool ok = with_conv(k, [&](const Conv& c) {
     g = thread_buffer(1, size_t(n));
     float* gp = c.reorder ? thread_buffer(0, c.wei.get_size() / sizeof(float)) : g;
-    onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W), x)},
-                             {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo()), dout)},
+    onednn_execute(*c.prim, {{DNNL_ARG_SRC, user(activations(s.B, s.IC, s.H, s.W, operand_type(s)),
+                                                 operand(x, s.B * s.H * s.W, s.IC, s.bf16, 0))},
+                             {DNNL_ARG_DIFF_DST, user(activations(s.B, s.OC, s.Ho(), s.Wo(), operand_type(s)),
+                                                      operand(dout, s.B * s.Ho() * s.Wo(), s.OC, s.bf16, 1))},
                              {DNNL_ARG_DIFF_WEIGHTS, user(c.wei, gp)}});
     if (c.reorder)
       onednn_execute(*c.reorder, {{DNNL_ARG_FROM, user(c.wei, gp)}, {DNNL_ARG_TO, user(weights(k, tag::ohwi), g)}});

@@ -9,6 +9,9 @@
 // buffer; a chunk may span images, so that small images make one larger product:
 //   forward   out[chunk] = col · w^T + bias
 //   backward  dw += dout[chunk]^T · col,  dcol = dout[chunk] · w, dx += col2im(dcol).
+// ConvShape::bf16 runs on oneDNN's bf16 primitives where the CPU has AVX512-BF16 at the AVX-512
+// level (conv2d_bf16_native); elsewhere, and for float64, on copies of the operands rounded to
+// bf16, by the paths above (f32 or float64 products of bf16 values). dbias sums dout unrounded.
 // Thread counts: products whose rows are output pixels (out, dcol, the pointwise dx) run in
 // fixed tiles of kTileRows rows, each on one thread (oneDNN's threaded sgemm splits its sums by
 // the thread count, and at the AVX2 level its bits change with it); col2im adds each patch
@@ -26,6 +29,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/image_ops.h"
+#include "genperf/dtype.h"
 #include "genperf/runtime.h"
 
 namespace genperf::cpu {
@@ -148,16 +152,44 @@ std::atomic<ConvPath>& path() {
 
 bool onednn() { return conv_path() != ConvPath::Im2col; }
 
+// ConvShape::bf16 on the F path: a copy of a's n values rounded to bf16 (as F values) in the
+// calling thread's buffer `slot`, valid until its next call.
+template <typename F>
+const F* rounded_to_bf16(const F* a, size_t n, int slot) {
+  thread_local std::vector<F> buf[3];
+  std::vector<F>& b = buf[slot];
+  if (b.size() < n) {
+    b.clear();
+    b.resize(n);
+  }
+  F* d = b.data();
+#pragma omp parallel for num_threads(n >= (1 << 15) ? num_threads() : 1) schedule(static)
+  for (size_t i = 0; i < n; ++i) d[i] = F(bf16_to_f32(f32_to_bf16(float(a[i]))));
+  return d;
+}
+
+ConvShape without_bf16(ConvShape s) {
+  s.bf16 = false;
+  return s;
+}
+
 }  // namespace
 
 ConvPath conv_path() { return path().load(std::memory_order_relaxed); }
 void set_conv_path(ConvPath p) { path().store(p, std::memory_order_relaxed); }
+bool conv2d_bf16_native() { return cpu_features().avx512_bf16 && isa() == Isa::Avx512 && onednn(); }
 bool conv2d_uses_winograd(const ConvShape& s) {
-  return conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv3x3_winograd_applies(s);
+  return !s.bf16 && conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv3x3_winograd_applies(s);
 }
 
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
+  if (s.bf16) {
+    if constexpr (std::is_same_v<F, float>)
+      if (conv2d_bf16_native() && conv2d_forward_onednn(out, x, w, bias, s)) return;
+    const F* xr = rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 0);
+    return cpu::conv2d_forward<F>(out, xr, rounded_to_bf16(w, size_t(s.OC * s.filter()), 1), bias, without_bf16(s));
+  }
   if constexpr (std::is_same_v<F, float>) {
     if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
     if (onednn() && conv2d_forward_onednn(out, x, w, bias, s)) return;
@@ -181,6 +213,18 @@ template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w, const ConvShape& s) {
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
+  if (s.bf16) {
+    if constexpr (std::is_same_v<F, float>)
+      if (conv2d_bf16_native()) {
+        if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
+        if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
+      }
+    if (!dx && !dw) return;
+    const F* gr = rounded_to_bf16(dout, size_t(rows * s.OC), 0);
+    const F* xr = dw ? rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 1) : x;
+    const F* wr = dx ? rounded_to_bf16(w, size_t(s.OC * KK), 2) : w;
+    return cpu::conv2d_backward<F>(dx, dw, static_cast<F*>(nullptr), gr, xr, wr, without_bf16(s));
+  }
   if constexpr (std::is_same_v<F, float>) {
     if (conv2d_uses_winograd(s)) {
       if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s);

@@ -30,6 +30,9 @@ void set_conv_path(ConvPath p);
 bool conv2d_forward_onednn(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
 bool conv2d_backward_data_onednn(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
 bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x, const ops::ConvShape& s);
+// Whether ConvShape::bf16 runs on oneDNN's bf16 primitives here (the CPU has AVX512-BF16, the
+// ISA level is AVX-512 and the path allows oneDNN); else on operands rounded to bf16 in f32.
+bool conv2d_bf16_native();
 // Whether conv2d_* run the shape on Winograd's path now (the path, the ISA level and the shape).
 bool conv2d_uses_winograd(const ops::ConvShape& s);
 // Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).

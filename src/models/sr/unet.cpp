@@ -72,7 +72,7 @@ struct UNet<F>::Impl {
   std::function<void(size_t)> grads_hook;
   std::function<void(int64_t, bool, bool)> params_hook;
   Act* out = nullptr;
-  bool dry = false, train = false;
+  bool dry = false, train = false, bf16 = false;
   double flops = 0;
   const Device dev = Device::CPU;
 
@@ -141,7 +141,7 @@ struct UNet<F>::Impl {
   // ---- layers ------------------------------------------------------------------------------
 
   Act& conv(Act& x, const std::string& name, int64_t OC, int64_t K, int64_t stride, bool zero_out = false) {
-    const ops::ConvShape s{x.B, x.H, x.W, x.C, OC, K, stride, K / 2};
+    const ops::ConvShape s{x.B, x.H, x.W, x.C, OC, K, stride, K / 2, bf16};
     const Param wt = param(name + ".weight", {OC, K, K, x.C}, zero_out ? Init::ZeroOut : Init::Weight, s.filter());
     const Param b = param(name + ".bias", {OC}, zero_out ? Init::ZeroOut : Init::Bias, s.filter());
     Act& y = act(x.B, s.Ho(), s.Wo(), OC);
@@ -449,6 +449,15 @@ void UNet<F>::backward(const F* dout) {
   if (m.params_hook && unit >= 0) m.params_hook(unit, true, true);
   m.tape.clear();
   m.train = false;
+}
+
+template <typename F>
+void UNet<F>::set_bf16(bool on) {
+  impl_->bf16 = on;
+}
+template <typename F>
+bool UNet<F>::bf16() const {
+  return impl_->bf16;
 }
 
 template <typename F>
