@@ -189,16 +189,18 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                }});
 }
 
-// The SR UNet's convolutions: a 3 x 3 conv of C channels on an H x H image, forward and backward.
-void add_conv(std::vector<PerfCase>& v, int64_t H, int64_t C) {
+// The SR UNet's convolutions: a 3 x 3 conv of C channels on B images of H x H, forward and backward.
+void add_conv(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C) {
   ops::ConvShape s;
-  s.B = 1, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1;
+  s.B = B, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1;
   for (bool bwd : {false, true})
     v.push_back({bwd ? "conv2d_backward" : "conv2d_forward",
-                 "unet " + std::to_string(H) + "x" + std::to_string(H) + " C=" + std::to_string(C) + " 3x3", true,
+                 "unet " + (B > 1 ? std::to_string(B) + "x" : std::string()) + std::to_string(H) + "x" +
+                     std::to_string(H) + " C=" + std::to_string(C) + " 3x3",
+                 true,
                  GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
                    Rng rng(13);
-                   const size_t nx = size_t(H * H * C), nw = size_t(C * s.filter());
+                   const size_t nx = size_t(B * H * H * C), nw = size_t(C * s.filter());
                    auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));
                    auto w = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nw, 0.05)));
                    auto g = std::make_shared<std::vector<float>>(nx, 0.01f);
@@ -281,7 +283,7 @@ std::vector<PerfCase> perf_cases(bool tiny) {
     add_rows(v, t, 4);
     add_attention(v, t, 8, 8, DType::F32);
     add_train(v, t, 32, 16);
-    add_conv(v, 8, 8);
+    add_conv(v, 1, 8, 8);
     add_norm_act(v, 2, 8, 8, 4);
     return v;
   }
@@ -294,8 +296,9 @@ std::vector<PerfCase> perf_cases(bool tiny) {
     add_attention(v, m, 1, 512, DType::Q8_0);
     add_train(v, m, 512, 256);
   }
-  add_conv(v, 64, 64);
-  add_conv(v, 32, 128);
+  add_conv(v, 1, 64, 64);
+  add_conv(v, 1, 32, 128);
+  add_conv(v, 8, 64, 16);  // the default SR model's full-resolution level at bench sr's batch
   add_norm_act(v, 8, 64, 32, 8);
   add_norm_act(v, 8, 32, 64, 8);
   return v;

@@ -601,6 +601,36 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
   cpu::set_conv_path(saved_path);
 }
 
+// The direct kernel of convolutions with 1 to 4 output channels (the UNet's last layer), at each
+// ISA level the CPU has: against the float64 op, at channel counts below, at and above the vector
+// width, strides 1 and 2, with and without padding, images narrower than four pixels.
+TEST(ImageOps, ConvFewOutputChannelsAtEachIsaLevel) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const Isa saved = isa();
+  const cpu::ConvPath saved_path = cpu::conv_path();
+  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  for (const ConvShape& s : {conv(2, 9, 11, 16, 1, 3, 1, 1), conv(1, 7, 10, 37, 3, 3, 2, 1), conv(2, 3, 2, 5, 4, 3, 1, 1),
+                             conv(1, 12, 13, 8, 2, 3, 1, 0), conv(1, 6, 9, 20, 1, 1, 2, 0)}) {
+    Rng r(kSeed + uint64_t(s.IC * 10 + s.OC));
+    const auto x = randn(r, size_t(s.B * s.H * s.W * s.IC)), w = randn(r, size_t(s.OC * s.filter()), 0.4),
+               bias = randn(r, size_t(s.OC));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    std::vector<double> y(n_out);
+    conv2d_forward(y.data(), x.data(), w.data(), bias.data(), s);
+    const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias);
+    for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512}) {
+      set_isa(level);
+      if (isa() != level) continue;
+      std::vector<float> yf(n_out);
+      conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), s);
+      EXPECT_LT(rel_error(yf, y), 1e-5) << "IC=" << s.IC << " OC=" << s.OC << " stride " << s.stride << " at "
+                                        << isa_name(level);
+    }
+    set_isa(saved);
+  }
+  cpu::set_conv_path(saved_path);
+}
+
 // ConvShape::bf16: the products of x, w and dout rounded to bf16 (to nearest even), summed in f32.
 // The reference rounds the operands here (f32_to_bf16) and runs the float64 op; the float op is
 // held to it at 1e-5 (f32 sums) on each path: oneDNN's bf16 primitives where the CPU has

@@ -16,7 +16,8 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
                      const ops::ConvShape& s);
 // The float convolution's paths, which conv2d_* take in this order where they apply: Winograd's
 // F(4 x 4, 3 x 3) for 3 x 3 convolutions of stride 1 and padding 1 with channel counts that are
-// multiples of 8 (conv_winograd_avx2.cpp, forward and backward data, AVX2 and above); oneDNN's
+// multiples of 8 (conv_winograd_avx2.cpp, forward and backward data, AVX2 and above), and for
+// the forward of 1 to 4 output channels a direct kernel (image_conv.cpp, conv_few_oc_row); oneDNN's
 // primitives (conv_onednn.cpp); and im2col on the backend's GEMM (image_conv.cpp). conv_path()
 // is the first path tried: GENPERF_CONV=onednn or im2col at the first call starts further down
 // the list (tests set it to check each path).

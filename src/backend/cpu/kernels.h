@@ -139,6 +139,12 @@ struct Kernels {
   // dx = a d - ((x - mu) e + b), channel by channel (dx may be d).
   void (*group_norm_dx)(const float* x, const float* d, const float* mu, const float* a,
                         const float* e, const float* b, int64_t P, int64_t C, float* dx);
+  // Output row oy [Wo, OC] of a convolution with 1 to 4 output channels (image_conv.cpp's direct
+  // path): out[ox, o] = bias[o] (when not null) + the sum over the K x K taps inside the image
+  // and the IC channels of x[y, xx, c] w[o, ky, kx, c]; x one image [H, Wx, IC], w [OC, K, K, IC].
+  void (*conv_few_oc_row)(const float* x, const float* w, const float* bias, int64_t H, int64_t Wx,
+                          int64_t IC, int64_t OC, int64_t K, int64_t stride, int64_t pad, int64_t oy,
+                          int64_t Wo, float* out);
 };
 
 const Kernels& kernels_generic();

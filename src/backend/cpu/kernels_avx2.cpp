@@ -240,6 +240,7 @@ const Kernels& kernels_avx2() {
     t.group_norm_apply = avx2::group_norm_apply;
     t.group_norm_grad_sums = avx2::group_norm_grad_sums;
     t.group_norm_dx = avx2::group_norm_dx;
+    t.conv_few_oc_row = avx2::conv_few_oc_row;
     return t;
   }();
   return k;

@@ -274,6 +274,7 @@ const Kernels& kernels_avx512() {
     t.group_norm_apply = avx512::group_norm_apply;
     t.group_norm_grad_sums = avx512::group_norm_grad_sums;
     t.group_norm_dx = avx512::group_norm_dx;
+    t.conv_few_oc_row = avx512::conv_few_oc_row;
     return t;
   }();
   return k;

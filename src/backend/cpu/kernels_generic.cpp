@@ -216,6 +216,7 @@ const Kernels& kernels_generic() {
     t.group_norm_apply = generic::group_norm_apply;
     t.group_norm_grad_sums = generic::group_norm_grad_sums;
     t.group_norm_dx = generic::group_norm_dx;
+    t.conv_few_oc_row = generic::conv_few_oc_row;
     return t;
   }();
   return k;
