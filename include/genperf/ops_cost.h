@@ -74,6 +74,8 @@ OpCost group_norm_forward_cost(int64_t B, int64_t HW, int64_t C);
 OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C);
 OpCost silu_forward_cost(int64_t n);
 OpCost silu_backward_cost(int64_t n);
+OpCost group_norm_silu_forward_cost(int64_t B, int64_t HW, int64_t C);
+OpCost group_norm_silu_backward_cost(int64_t B, int64_t HW, int64_t C);
 // Resampling by 2 of a [B, H, W, C] input (up: 4x the pixels out; pool: a quarter).
 OpCost upsample2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);  // forward or backward
 OpCost avgpool2x_cost(int64_t B, int64_t H, int64_t W, int64_t C);   // forward or backward

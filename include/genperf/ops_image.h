@@ -53,6 +53,20 @@ void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, 
                          const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G,
                          Device dev = Device::CPU);
 
+// Group norm then SiLU, the UNet's pre-activation, in one pass: out = silu(y), y =
+// group_norm_forward's output, with mean and rstd saved as it saves them. y is not kept: the
+// backward recomputes it from x, the statistics, gamma and beta (one activation less to store,
+// one pass less over memory).
+template <typename F>
+void group_norm_silu_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                             int64_t B, int64_t HW, int64_t C, int64_t G, double eps,
+                             Device dev = Device::CPU);
+// dx =; dgamma, dbeta += (each skipped when null), as group_norm_backward of silu_backward.
+template <typename F>
+void group_norm_silu_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                              const F* beta, const F* mean, const F* rstd, int64_t B, int64_t HW,
+                              int64_t C, int64_t G, Device dev = Device::CPU);
+
 // out[i] = silu(x[i]) = x[i] * sigmoid(x[i]) over n values (out may alias x).
 template <typename F>
 void silu_forward(F* out, const F* x, int64_t n, Device dev = Device::CPU);

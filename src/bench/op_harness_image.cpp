@@ -40,15 +40,25 @@ struct Conv2d : Projected<Conv2d> {
   }
 };
 
+// Group norm, or with silu group norm then SiLU fused (group_norm_silu_*).
 struct GroupNorm : Projected<GroupNorm> {
+  bool silu = false;
   const char* fwd_op = "group_norm_forward";
   const char* bwd_op = "group_norm_backward";
   int64_t B = 2, HW = 15, C = 12, G = 4;
+  GroupNorm() = default;
+  explicit GroupNorm(bool with_silu)
+      : silu(with_silu), fwd_op(with_silu ? "group_norm_silu_forward" : "group_norm_forward"),
+        bwd_op(with_silu ? "group_norm_silu_backward" : "group_norm_backward") {}
   double tol_fwd = 1e-5, tol_bwd = 1e-4;  // dx: differences of O(1) terms in float
   bool fd = true;
   std::vector<std::string> fd_inputs = {"x", "gamma", "beta"};
-  bool has_fwd(const Backend& b) const { return b.train.group_norm_forward; }
-  bool has_bwd(const Backend& b) const { return b.train.group_norm_backward; }
+  bool has_fwd(const Backend& b) const {
+    return silu ? b.train.group_norm_silu_forward != nullptr : b.train.group_norm_forward != nullptr;
+  }
+  bool has_bwd(const Backend& b) const {
+    return silu ? b.train.group_norm_silu_backward != nullptr : b.train.group_norm_backward != nullptr;
+  }
   Arrays make(Rng& r) const {
     auto x = randn(r, size_t(B * HW * C), 2.0);
     for (double& v : x) v += 1.0;  // a mean far from 0
@@ -59,18 +69,26 @@ struct GroupNorm : Projected<GroupNorm> {
   Arrays fwd(const Backend& b, const Arrays& in) const {
     auto x = as<F>(at(in, "x")), g = as<F>(at(in, "gamma")), be = as<F>(at(in, "beta"));
     std::vector<F> o(static_cast<size_t>(B * HW * C)), mean(static_cast<size_t>(B * G)), rstd(mean.size());
-    GP_TRAIN(F, b, group_norm_forward, o.data(), mean.data(), rstd.data(), x.data(), g.data(), be.data(), B, HW,
-             C, G, 1e-5);
+    if (silu)
+      GP_TRAIN(F, b, group_norm_silu_forward, o.data(), mean.data(), rstd.data(), x.data(), g.data(), be.data(), B,
+               HW, C, G, 1e-5);
+    else
+      GP_TRAIN(F, b, group_norm_forward, o.data(), mean.data(), rstd.data(), x.data(), g.data(), be.data(), B, HW,
+               C, G, 1e-5);
     return {{"out", back(o)}, {"mean", back(mean)}, {"rstd", back(rstd)}};
   }
   template <typename F>
   Arrays bwd(const Backend& b, const Arrays& in, const Arrays& saved) const {
-    auto x = as<F>(at(in, "x")), g = as<F>(at(in, "gamma")), G_ = as<F>(at(in, "G"));
+    auto x = as<F>(at(in, "x")), g = as<F>(at(in, "gamma")), be = as<F>(at(in, "beta")), G_ = as<F>(at(in, "G"));
     auto mean = as<F>(at(saved, "mean")), rstd = as<F>(at(saved, "rstd"));
     std::vector<F> dx(static_cast<size_t>(B * HW * C), F(kNaN)), dg(static_cast<size_t>(C), F(0)),
         db(static_cast<size_t>(C), F(0));
-    GP_TRAIN(F, b, group_norm_backward, dx.data(), dg.data(), db.data(), G_.data(), x.data(), g.data(),
-             mean.data(), rstd.data(), B, HW, C, G);
+    if (silu)
+      GP_TRAIN(F, b, group_norm_silu_backward, dx.data(), dg.data(), db.data(), G_.data(), x.data(), g.data(),
+               be.data(), mean.data(), rstd.data(), B, HW, C, G);
+    else
+      GP_TRAIN(F, b, group_norm_backward, dx.data(), dg.data(), db.data(), G_.data(), x.data(), g.data(),
+               mean.data(), rstd.data(), B, HW, C, G);
     return {{"dx", back(dx)}, {"dgamma", back(dg)}, {"dbeta", back(db)}};
   }
 };
@@ -338,6 +356,10 @@ void add_image_cases(std::vector<Case>& out) {
   Silu threads;
   threads.n = 40003;  // split among threads
   add_family(out, "n=40003", threads);
+  add_family(out, "B=2 HW=15 C=12 G=4", GroupNorm(true));
+  GroupNorm fused_blocks(true);
+  fused_blocks.B = 2, fused_blocks.HW = 307, fused_blocks.C = 40, fused_blocks.G = 8;
+  add_family(out, "B=2 HW=307 C=40 G=8 (blocks of pixels)", fused_blocks);
 }
 
 }  // namespace genperf::bench::harness

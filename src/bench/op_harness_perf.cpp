@@ -262,6 +262,24 @@ void add_norm_act(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C, int
                  }});
   }
   for (bool bwd : {false, true}) {
+    v.push_back({bwd ? "group_norm_silu_backward" : "group_norm_silu_forward", p + " G=" + std::to_string(G), false,
+                 {}, bwd ? ops::group_norm_silu_backward_cost(B, HW, C) : ops::group_norm_silu_forward_cost(B, HW, C),
+                 [=] {
+                   auto b = make();
+                   ops::group_norm_silu_forward(b->y.data(), b->mean.data(), b->rstd.data(), b->x.data(),
+                                                b->gamma.data(), b->beta.data(), B, HW, C, G, 1e-5);
+                   return std::function<void()>([=] {
+                     if (bwd)
+                       ops::group_norm_silu_backward(b->y.data(), b->dgamma.data(), b->dbeta.data(), b->g.data(),
+                                                     b->x.data(), b->gamma.data(), b->beta.data(), b->mean.data(),
+                                                     b->rstd.data(), B, HW, C, G);
+                     else
+                       ops::group_norm_silu_forward(b->y.data(), b->mean.data(), b->rstd.data(), b->x.data(),
+                                                    b->gamma.data(), b->beta.data(), B, HW, C, G, 1e-5);
+                   });
+                 }});
+  }
+  for (bool bwd : {false, true}) {
     v.push_back({bwd ? "silu_backward" : "silu_forward", p, false, {},
                  bwd ? ops::silu_backward_cost(n) : ops::silu_forward_cost(n), [=] {
                    auto b = make();

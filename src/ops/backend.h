@@ -76,6 +76,13 @@ struct TrainKernels {
                               const float* x, const float* gamma, const float* mean,
                               const float* rstd, int64_t B, int64_t HW, int64_t C,
                               int64_t G) = nullptr;
+  void (*group_norm_silu_forward)(float* out, float* mean, float* rstd, const float* x,
+                                  const float* gamma, const float* beta, int64_t B, int64_t HW,
+                                  int64_t C, int64_t G, double eps) = nullptr;
+  void (*group_norm_silu_backward)(float* dx, float* dgamma, float* dbeta, const float* dout,
+                                   const float* x, const float* gamma, const float* beta,
+                                   const float* mean, const float* rstd, int64_t B, int64_t HW,
+                                   int64_t C, int64_t G) = nullptr;
   void (*silu_forward)(float* out, const float* x, int64_t n) = nullptr;
   void (*silu_backward)(float* dx, const float* dout, const float* x, int64_t n) = nullptr;
   void (*upsample2x_forward)(float* out, const float* x, int64_t B, int64_t H, int64_t W,

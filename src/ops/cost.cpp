@@ -173,6 +173,15 @@ OpCost group_norm_backward_cost(int64_t B, int64_t HW, int64_t C) {
 }
 OpCost silu_forward_cost(int64_t n) { return {4.0 * d(n), kF * 2.0 * d(n)}; }
 OpCost silu_backward_cost(int64_t n) { return {8.0 * d(n), kF * 3.0 * d(n)}; }
+// Fused: the norm's passes with SiLU's arithmetic, and no round trip of y through memory.
+OpCost group_norm_silu_forward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {11.0 * n, kF * (3.0 * n + 2.0 * d(C))};
+}
+OpCost group_norm_silu_backward_cost(int64_t B, int64_t HW, int64_t C) {
+  const double n = d(B) * d(HW) * d(C);
+  return {25.0 * n, kF * (7.0 * n + 3.0 * d(C))};  // y recomputed, dy written and read back
+}
 OpCost upsample2x_cost(int64_t B, int64_t H, int64_t W, int64_t C) {
   const double n = d(B) * d(H) * d(W) * d(C);
   return {3.0 * n, kF * 5.0 * n};  // backward's adds; forward copies

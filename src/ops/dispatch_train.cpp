@@ -197,6 +197,19 @@ void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, 
   GP_RUN(group_norm_backward, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, B, HW, C, G);
 }
 template <typename F>
+void group_norm_silu_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                             int64_t B, int64_t HW, int64_t C, int64_t G, double eps, Device dev) {
+  check_groups("group_norm_silu_forward", B, HW, C, G);
+  GP_RUN(group_norm_silu_forward, out, mean, rstd, x, gamma, beta, B, HW, C, G, eps);
+}
+template <typename F>
+void group_norm_silu_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                              const F* beta, const F* mean, const F* rstd, int64_t B, int64_t HW,
+                              int64_t C, int64_t G, Device dev) {
+  check_groups("group_norm_silu_backward", B, HW, C, G);
+  GP_RUN(group_norm_silu_backward, dx, dgamma, dbeta, dout, x, gamma, beta, mean, rstd, B, HW, C, G);
+}
+template <typename F>
 void silu_forward(F* out, const F* x, int64_t n, Device dev) {
   GP_RUN(silu_forward, out, x, n);
 }
@@ -320,6 +333,11 @@ void mse_backward(F* dpred, const F* pred, const F* target, int64_t n, double dl
                                       int64_t, int64_t, double, Device);                          \
   template void group_norm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,       \
                                        const F*, int64_t, int64_t, int64_t, int64_t, Device);    \
+  template void group_norm_silu_forward<F>(F*, F*, F*, const F*, const F*, const F*, int64_t,     \
+                                           int64_t, int64_t, int64_t, double, Device);           \
+  template void group_norm_silu_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*,  \
+                                            const F*, const F*, int64_t, int64_t, int64_t,       \
+                                            int64_t, Device);                                    \
   template void silu_forward<F>(F*, const F*, int64_t, Device);                                  \
   template void silu_backward<F>(F*, const F*, const F*, int64_t, Device);                       \
   template void upsample2x_forward<F>(F*, const F*, int64_t, int64_t, int64_t, int64_t, Device); \

@@ -49,6 +49,8 @@ const Backend& cpu_backend() {
     t.conv2d_backward = cpu::conv2d_backward<float>;
     t.group_norm_forward = cpu::group_norm_forward<float>;
     t.group_norm_backward = cpu::group_norm_backward<float>;
+    t.group_norm_silu_forward = cpu::group_norm_silu_forward<float>;
+    t.group_norm_silu_backward = cpu::group_norm_silu_backward<float>;
     t.silu_forward = cpu::silu_forward<float>;
     t.silu_backward = cpu::silu_backward<float>;
     t.upsample2x_forward = cpu::upsample2x_forward<float>;

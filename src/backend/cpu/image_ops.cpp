@@ -99,6 +99,35 @@ void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, 
 }
 
 // ------------------------------------------------------------------------------------------
+// group norm then SiLU: the composition; the backward recomputes y = xhat gamma + beta from the
+// statistics, by group_norm_forward's formula, then runs SiLU's and the norm's backwards.
+
+template <typename F>
+void group_norm_silu_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                             int64_t B, int64_t HW, int64_t C, int64_t G, double eps) {
+  group_norm_forward(out, mean, rstd, x, gamma, beta, B, HW, C, G, eps);
+  silu_forward(out, out, B * HW * C);
+}
+
+template <typename F>
+void group_norm_silu_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                              const F* beta, const F* mean, const F* rstd, int64_t B, int64_t HW,
+                              int64_t C, int64_t G) {
+  const int64_t Cg = C / G, n = B * HW * C;
+  std::vector<F> y(static_cast<size_t>(n)), dy(static_cast<size_t>(n));
+#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+  for (int64_t bp = 0; bp < B * HW; ++bp) {
+    const int64_t b = bp / HW;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t g = b * G + c / Cg, i = bp * C + c;
+      y[size_t(i)] = F((double(x[i]) - double(mean[g])) * double(rstd[g])) * gamma[c] + beta[c];
+    }
+  }
+  silu_backward(dy.data(), dout, y.data(), n);
+  group_norm_backward(dx, dgamma, dbeta, dy.data(), x, gamma, mean, rstd, B, HW, C, G);
+}
+
+// ------------------------------------------------------------------------------------------
 // SiLU
 
 template <typename F>
@@ -395,5 +424,10 @@ template void group_norm_backward<double>(double*, double*, double*, const doubl
                                           int64_t, int64_t, int64_t);
 template void silu_forward<double>(double*, const double*, int64_t);
 template void silu_backward<double>(double*, const double*, const double*, int64_t);
+template void group_norm_silu_forward<double>(double*, double*, double*, const double*, const double*,
+                                              const double*, int64_t, int64_t, int64_t, int64_t, double);
+template void group_norm_silu_backward<double>(double*, double*, double*, const double*, const double*,
+                                               const double*, const double*, const double*, const double*,
+                                               int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace genperf::cpu

@@ -65,6 +65,13 @@ template <typename F>
 void group_norm_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
                          const F* mean, const F* rstd, int64_t B, int64_t HW, int64_t C, int64_t G);
 template <typename F>
+void group_norm_silu_forward(F* out, F* mean, F* rstd, const F* x, const F* gamma, const F* beta,
+                             int64_t B, int64_t HW, int64_t C, int64_t G, double eps);
+template <typename F>
+void group_norm_silu_backward(F* dx, F* dgamma, F* dbeta, const F* dout, const F* x, const F* gamma,
+                              const F* beta, const F* mean, const F* rstd, int64_t B, int64_t HW,
+                              int64_t C, int64_t G);
+template <typename F>
 void silu_forward(F* out, const F* x, int64_t n);
 template <typename F>
 void silu_backward(F* dx, const F* dout, const F* x, int64_t n);
@@ -78,6 +85,15 @@ template <>
 void group_norm_backward<float>(float* dx, float* dgamma, float* dbeta, const float* dout,
                                 const float* x, const float* gamma, const float* mean,
                                 const float* rstd, int64_t B, int64_t HW, int64_t C, int64_t G);
+template <>
+void group_norm_silu_forward<float>(float* out, float* mean, float* rstd, const float* x,
+                                    const float* gamma, const float* beta, int64_t B, int64_t HW,
+                                    int64_t C, int64_t G, double eps);
+template <>
+void group_norm_silu_backward<float>(float* dx, float* dgamma, float* dbeta, const float* dout,
+                                     const float* x, const float* gamma, const float* beta,
+                                     const float* mean, const float* rstd, int64_t B, int64_t HW,
+                                     int64_t C, int64_t G);
 template <>
 void silu_forward<float>(float* out, const float* x, int64_t n);
 template <>

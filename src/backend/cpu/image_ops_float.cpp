@@ -38,10 +38,13 @@ struct Blocks {
 // double, mean = sum / m and m var = sum of s2 - 2 (mean - shift) s1 + np (mean - shift)^2 over
 // blocks and channels; then out = (x - mean) (rstd gamma) + beta in one sweep.
 
-template <>
-void group_norm_forward<float>(float* out, float* mean, float* rstd, const float* x,
-                               const float* gamma, const float* beta, int64_t B, int64_t HW,
-                               int64_t C, int64_t G, double eps) {
+namespace {
+
+// group_norm_forward<float>, and with silu each block's output through SiLU while it is in L1
+// (group_norm_silu_forward).
+void group_norm_float(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                      const float* beta, int64_t B, int64_t HW, int64_t C, int64_t G, double eps,
+                      bool silu) {
   const Kernels& k = kernels();
   const Blocks bl(HW, C);
   const int64_t Cg = C / G, tasks = B * bl.nb;
@@ -87,7 +90,60 @@ void group_norm_forward<float>(float* out, float* mean, float* rstd, const float
     const int64_t b = t / bl.nb, j = t % bl.nb, off = (b * HW + bl.first(j)) * C;
     k.group_norm_apply(x + off, mu.data() + b * C, scale.data() + b * C, beta, bl.pixels(j, HW), C,
                        out + off);
+    if (silu) k.silu_row(out + off, out + off, bl.pixels(j, HW) * C);
   }
+}
+
+}  // namespace
+
+template <>
+void group_norm_forward<float>(float* out, float* mean, float* rstd, const float* x,
+                               const float* gamma, const float* beta, int64_t B, int64_t HW,
+                               int64_t C, int64_t G, double eps) {
+  group_norm_float(out, mean, rstd, x, gamma, beta, B, HW, C, G, eps, false);
+}
+
+template <>
+void group_norm_silu_forward<float>(float* out, float* mean, float* rstd, const float* x,
+                                    const float* gamma, const float* beta, int64_t B, int64_t HW,
+                                    int64_t C, int64_t G, double eps) {
+  group_norm_float(out, mean, rstd, x, gamma, beta, B, HW, C, G, eps, true);
+}
+
+// Its backward: per block, y = (x - mean) (rstd gamma) + beta recomputed into an L1 buffer and
+// dy = silu'(y) dout, then group_norm_backward<float> on dy.
+template <>
+void group_norm_silu_backward<float>(float* dx, float* dgamma, float* dbeta, const float* dout,
+                                     const float* x, const float* gamma, const float* beta,
+                                     const float* mean, const float* rstd, int64_t B, int64_t HW,
+                                     int64_t C, int64_t G) {
+  const Kernels& k = kernels();
+  const Blocks bl(HW, C);
+  const int64_t Cg = C / G, tasks = B * bl.nb, n = B * HW * C;
+  std::vector<float> mu(size_t(B * C)), scale(size_t(B * C));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t g = b * G + c / Cg;
+      mu[size_t(b * C + c)] = mean[g];
+      scale[size_t(b * C + c)] = float(double(rstd[g]) * double(gamma[c]));
+    }
+  thread_local std::vector<float> dy_buf;
+  if (dy_buf.size() < size_t(n)) {
+    dy_buf.clear();
+    dy_buf.resize(size_t(n));
+  }
+  float* dy = dy_buf.data();
+#pragma omp parallel num_threads(threads_for(n))
+  {
+    std::vector<float> y(size_t(bl.P * C));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t b = t / bl.nb, j = t % bl.nb, off = (b * HW + bl.first(j)) * C, P = bl.pixels(j, HW);
+      k.group_norm_apply(x + off, mu.data() + b * C, scale.data() + b * C, beta, P, C, y.data());
+      k.silu_backward_row(y.data(), dout + off, dy + off, P * C);
+    }
+  }
+  group_norm_backward<float>(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, B, HW, C, G);
 }
 
 // Backward, as the reference's dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout gamma:
