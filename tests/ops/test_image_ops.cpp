@@ -206,7 +206,8 @@ const char* path_name(cpu::ConvPath p) {
 // forward against the direct sum, backward against finite differences (float64), the float
 // kernel against the float64 one on each of its paths (Winograd's F(4 x 4, 3 x 3), oneDNN's
 // primitives and im2col; Winograd's where it applies: 3 x 3 same, channels in multiples of 8,
-// tiles cut by the image's edge, one pixel, OC not a multiple of 16), with a
+// tiles cut by the image's edge, one pixel, OC not a multiple of 16; its products for 1 x 1
+// convolutions of 8 to 64 output channels), with a
 // second backward that must overwrite dx and add to dw and dbias; and images large enough that
 // the patch matrix is built in several chunks, which span images.
 TEST(ImageOps, Conv2d) {
@@ -216,7 +217,8 @@ TEST(ImageOps, Conv2d) {
                               conv(2, 4, 3, 5, 6, 1, 1, 0),  conv(1, 5, 5, 4, 2, 1, 2, 0),  conv(1, 1, 1, 3, 2, 3, 1, 1),
                               conv(2, 7, 9, 1, 16, 3, 2, 1), conv(3, 9, 7, 16, 1, 3, 1, 1), conv(2, 4, 6, 3, 3, 1, 2, 0),
                               conv(1, 8, 6, 4, 5, 3, 2, 0),  conv(2, 9, 11, 16, 24, 3, 1, 1), conv(1, 1, 1, 8, 8, 3, 1, 1),
-                              conv(1, 4, 4, 8, 16, 3, 1, 1), conv(2, 12, 16, 64, 32, 3, 1, 1)};
+                              conv(1, 4, 4, 8, 16, 3, 1, 1), conv(2, 12, 16, 64, 32, 3, 1, 1),
+                              conv(2, 5, 7, 24, 16, 1, 1, 0), conv(1, 9, 11, 48, 40, 1, 1, 0)};
   for (const ConvShape& s : shapes) {
     const std::string what = "conv2d B=" + std::to_string(s.B) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) +
                              " IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + " K=" +

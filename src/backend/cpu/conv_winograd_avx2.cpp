@@ -248,7 +248,7 @@ void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) 
 
 // The calling thread's buffer of at least n floats, kept between calls and only grown.
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buf[3];
+  thread_local std::vector<float> buf[4];
   if (buf[slot].size() < n) {
     buf[slot].clear();
     buf[slot].resize(n);
@@ -283,6 +283,33 @@ void winograd_forward(float* out, const float* x, const float* U, const float* b
 }
 
 }  // namespace
+
+bool conv1x1_narrow_applies(const ConvShape& s) {
+  return s.K == 1 && s.stride == 1 && s.pad == 0 && s.OC % 8 == 0 && s.OC <= 64;
+}
+
+// out[p, :] = x[p, :] w^T + bias as Winograd's products compute them (w^T [IC][OC] in the calling
+// thread's buffer), in blocks of rows on the threads: oneDNN's 1 x 1 convolution and sgemm run
+// these narrow products (16 to 64 columns, the UNet's skip connections) at a third of the GEMM
+// peak. Each value is one thread's chain of fused multiply-adds over the input channels, so the
+// bits do not depend on the thread count.
+void conv1x1_narrow_avx2(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
+  const int64_t IC = s.IC, OC = s.OC, rows = s.B * s.H * s.W;
+  float* wt = scratch(3, size_t(IC * OC));
+  for (int64_t o = 0; o < OC; ++o)
+    for (int64_t c = 0; c < IC; ++c) wt[c * OC + o] = w[o * IC + c];
+  constexpr int64_t kBlock = 16 * kRows;
+  const int64_t blocks = (rows + kBlock - 1) / kBlock;
+#pragma omp parallel for num_threads(rows * IC * OC >= (1 << 18) ? num_threads() : 1) schedule(static)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t r0 = k * kBlock, n = std::min(kBlock, rows - r0);
+    float* c = out + r0 * OC;
+    product<false>(n, OC, IC, x + r0 * IC, IC, 1, wt, OC, c, OC);
+    if (bias)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t o = 0; o < OC; ++o) c[r * OC + o] += bias[o];
+  }
+}
 
 bool conv3x3_winograd_applies(const ConvShape& s) {
   return s.K == 3 && s.stride == 1 && s.pad == 1 && s.IC % 8 == 0 && s.OC % 8 == 0;

@@ -214,6 +214,8 @@ void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvSha
   if constexpr (std::is_same_v<F, float>) {
     if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
     if (few_oc_applies(s)) return conv_few_oc(out, x, w, bias, s);
+    if (conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv1x1_narrow_applies(s))
+      return conv1x1_narrow_avx2(out, x, w, bias, s);
     if (onednn() && conv2d_forward_onednn(out, x, w, bias, s)) return;
   }
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();

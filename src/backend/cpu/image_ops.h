@@ -17,7 +17,8 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
 // The float convolution's paths, which conv2d_* take in this order where they apply: Winograd's
 // F(4 x 4, 3 x 3) for 3 x 3 convolutions of stride 1 and padding 1 with channel counts that are
 // multiples of 8 (conv_winograd_avx2.cpp, forward and backward data, AVX2 and above), and for
-// the forward of 1 to 4 output channels a direct kernel (image_conv.cpp, conv_few_oc_row); oneDNN's
+// the forward of 1 to 4 output channels a direct kernel (image_conv.cpp, conv_few_oc_row), and of
+// 1 x 1 convolutions with 8 to 64 output channels Winograd's product kernels; oneDNN's
 // primitives (conv_onednn.cpp); and im2col on the backend's GEMM (image_conv.cpp). conv_path()
 // is the first path tried: GENPERF_CONV=onednn or im2col at the first call starts further down
 // the list (tests set it to check each path).
@@ -39,6 +40,10 @@ bool conv2d_uses_winograd(const ops::ConvShape& s);
 // Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).
 bool conv3x3_winograd_applies(const ops::ConvShape& s);
 void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
+// A 1 x 1 convolution of stride 1 with few output channels (a multiple of 8, at most 64) on
+// Winograd's product kernels (conv_winograd_avx2.cpp; AVX2 and above).
+bool conv1x1_narrow_applies(const ops::ConvShape& s);
+void conv1x1_narrow_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
 // dx = the data gradient on Winograd's path (the forward of the flipped, transposed filter).
 void conv3x3_winograd_backward_data_avx2(float* dx, const float* dout, const float* w, const ops::ConvShape& s);
 // dw += the weights' gradient on Winograd's path (the same bits at any thread count).
