@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -246,14 +247,18 @@ void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) 
     }
 }
 
-// The calling thread's buffer of at least n floats, kept between calls and only grown.
+// The calling thread's buffer of at least n floats, kept between calls and only grown, aligned
+// to 64 bytes: its rows of 16 channels are then whole cache lines (malloc's large blocks start
+// 16 bytes into a page, so that each AVX-512 load and store of V and M crossed two lines).
 float* scratch(int slot, size_t n) {
+  constexpr size_t kAlign = 64 / sizeof(float);
   thread_local std::vector<float> buf[4];
-  if (buf[slot].size() < n) {
+  if (buf[slot].size() < n + kAlign) {
     buf[slot].clear();
-    buf[slot].resize(n);
+    buf[slot].resize(n + kAlign);
   }
-  return buf[slot].data();
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buf[slot].data());
+  return buf[slot].data() + (kAlign - p / sizeof(float) % kAlign) % kAlign;
 }
 
 // out = conv(x) + bias by the transformed filters U[xi][s.IC][s.OC].

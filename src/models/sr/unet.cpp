@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -30,13 +31,31 @@ size_t ParamSpec::size() const {
 
 namespace {
 enum class Init { Weight, Bias, One, Zero, ZeroOut };
+
+// Activations start on a cache line: the kernels' rows of 16 floats are then whole lines (a
+// plain vector's large blocks start 16 bytes into a page, and each AVX-512 access of a row
+// crosses two).
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U>
+  bool operator==(const LineAligned<U>&) const {
+    return true;
+  }
+};
 }  // namespace
 
 template <typename F>
 struct UNet<F>::Impl {
   struct Act {
     int64_t B = 0, H = 0, W = 0, C = 0;
-    std::vector<F> v, g, stat1, stat2;  // value, gradient, saved statistics (norm, attention)
+    std::vector<F, LineAligned<F>> v, g;  // value, gradient
+    std::vector<F> stat1, stat2;          // saved statistics (norm, attention)
     bool has_grad = false, needs_grad = true;
     size_t n() const { return size_t(B * H * W * C); }
     int64_t rows() const { return B * H * W; }
