@@ -114,13 +114,20 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, float*
 // so a hit is exactly a recomputation; the forward's and the data gradient's (flip) transforms are
 // separate entries. Least recently used entries go beyond kCacheBytes.
 constexpr size_t kCacheBytes = size_t(64) << 20;
+// p advanced to the next 64-byte boundary (at most 15 floats: buffers are allocated 16 longer).
+float* aligned64(float* p) {
+  constexpr uintptr_t kAlign = 64 / sizeof(float);
+  return p + (kAlign - reinterpret_cast<uintptr_t>(p) / sizeof(float) % kAlign) % kAlign;
+}
+
 const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool flip) {
   struct Entry {
     const float* key;
     int64_t IC, OC;
     bool flip;
-    std::vector<float> w, U;
+    std::vector<float> w, U;  // U: 64-byte aligned from u()
     uint64_t used;
+    float* u() { return aligned64(U.data()); }
   };
   thread_local std::vector<Entry> cache;
   thread_local uint64_t clock = 0;
@@ -130,9 +137,9 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
       e.used = ++clock;
       if (std::memcmp(e.w.data(), w, n * sizeof(float)) != 0) {
         std::memcpy(e.w.data(), w, n * sizeof(float));
-        transform_weights(w, IC, OC, flip, e.U.data());
+        transform_weights(w, IC, OC, flip, e.u());
       }
-      return e.U.data();
+      return e.u();
     }
   size_t bytes = 0;
   for (const Entry& e : cache) bytes += (e.w.size() + e.U.size()) * sizeof(float);
@@ -142,9 +149,9 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
     cache.erase(lru);
   }
   Entry& e = cache.emplace_back(
-      Entry{w, IC, OC, flip, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9), ++clock});
-  transform_weights(w, IC, OC, flip, e.U.data());
-  return e.U.data();
+      Entry{w, IC, OC, flip, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9 + 16), ++clock});
+  transform_weights(w, IC, OC, flip, e.u());
+  return e.u();
 }
 
 // C[R, 8 NV] (+)= A[R, K] B[K, 8 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride
@@ -251,14 +258,12 @@ void transform_weights_grad(const float* dU, int64_t IC, int64_t OC, float* dw) 
 // to 64 bytes: its rows of 16 channels are then whole cache lines (malloc's large blocks start
 // 16 bytes into a page, so that each AVX-512 load and store of V and M crossed two lines).
 float* scratch(int slot, size_t n) {
-  constexpr size_t kAlign = 64 / sizeof(float);
   thread_local std::vector<float> buf[4];
-  if (buf[slot].size() < n + kAlign) {
+  if (buf[slot].size() < n + 16) {
     buf[slot].clear();
-    buf[slot].resize(n + kAlign);
+    buf[slot].resize(n + 16);
   }
-  const uintptr_t p = reinterpret_cast<uintptr_t>(buf[slot].data());
-  return buf[slot].data() + (kAlign - p / sizeof(float) % kAlign) % kAlign;
+  return aligned64(buf[slot].data());
 }
 
 // out = conv(x) + bias by the transformed filters U[xi][s.IC][s.OC].
