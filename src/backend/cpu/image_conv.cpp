@@ -194,7 +194,21 @@ ConvShape without_bf16(ConvShape s) {
   return s;
 }
 
+// Whether the weights' gradient of a shape on Winograd's path runs there too, or on oneDNN's
+// direct backward-weights primitive. Measured (`genperf test-ops --mode perf --op
+// conv2d_backward`, 2 threads, 2026-12-07): with AVX-512, oneDNN's is faster on every UNet shape
+// (the whole backward 1.28 -> 1.10 ms at 64 x 64, C = 64; 1.43 -> 1.09 at 32 x 32, C = 128;
+// 1.51 -> 0.61 at 8 x 64 x 64, C = 16); with oneDNN held to AVX2, Winograd's is faster from 64
+// channels (1.94 against 2.81 ms, 1.91 against 2.51) and slower at 16 (1.99 against 1.30).
+// oneDNN's sums its pixels over the threads: dw then has the same bits run to run at one thread
+// count, not across counts.
+bool winograd_weights_gradient(const ConvShape& s) { return isa() < Isa::Avx512 && s.IC * s.OC >= 64 * 64; }
+
 }  // namespace
+
+bool conv2d_winograd_weights_gradient(const ConvShape& s) {
+  return conv2d_uses_winograd(s) && winograd_weights_gradient(s);
+}
 
 ConvPath conv_path() { return path().load(std::memory_order_relaxed); }
 void set_conv_path(ConvPath p) { path().store(p, std::memory_order_relaxed); }
@@ -251,9 +265,8 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   }
   if constexpr (std::is_same_v<F, float>) {
     if (conv2d_uses_winograd(s)) {
-      if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s);
-      if (dw) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s);
-      dx = dw = nullptr;
+      if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s), dx = nullptr;
+      if (dw && winograd_weights_gradient(s)) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s), dw = nullptr;
     }
     if (onednn()) {
       if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;

@@ -37,6 +37,9 @@ bool conv2d_backward_weights_onednn(float* dw, const float* dout, const float* x
 bool conv2d_bf16_native();
 // Whether conv2d_* run the shape on Winograd's path now (the path, the ISA level and the shape).
 bool conv2d_uses_winograd(const ops::ConvShape& s);
+// Whether the weights' gradient runs on Winograd's path too (only where it beats oneDNN's:
+// image_conv.cpp, winograd_weights_gradient); else on oneDNN's primitive.
+bool conv2d_winograd_weights_gradient(const ops::ConvShape& s);
 // Winograd's path: whether it covers the shape, and out = conv(x, w) (+ bias when not null).
 bool conv3x3_winograd_applies(const ops::ConvShape& s);
 void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ops::ConvShape& s);
