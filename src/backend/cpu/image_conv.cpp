@@ -54,9 +54,7 @@ bool pointwise(const ConvShape& s) { return s.K == 1 && s.stride == 1 && s.pad =
 // of the GEMM peak (the out conv of the default SR model, 16 -> 1 at 64 x 64 on 8 images, took
 // 0.63 ms there: 15 GFLOP/s).
 constexpr int64_t kFewOc = 4;
-bool few_oc_applies(const ConvShape& s) {
-  return !s.bf16 && s.OC <= kFewOc && !pointwise(s) && conv_path() == ConvPath::Winograd;
-}
+bool few_oc_applies(const ConvShape& s) { return s.OC <= kFewOc && !pointwise(s); }
 void conv_few_oc(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
   const Kernels& k = kernels();
   const int64_t Ho = s.Ho(), Wo = s.Wo(), rows = s.B * Ho;
@@ -226,10 +224,11 @@ void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvSha
     return cpu::conv2d_forward<F>(out, xr, rounded_to_bf16(w, size_t(s.OC * s.filter()), 1), bias, without_bf16(s));
   }
   if constexpr (std::is_same_v<F, float>) {
-    if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
-    if (few_oc_applies(s)) return conv_few_oc(out, x, w, bias, s);
-    if (conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv1x1_narrow_applies(s))
-      return conv1x1_narrow_avx2(out, x, w, bias, s);
+    if (conv_path() == ConvPath::Winograd) {  // genperf's own kernels first
+      if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
+      if (few_oc_applies(s)) return conv_few_oc(out, x, w, bias, s);
+      if (isa() >= Isa::Avx2 && conv1x1_narrow_applies(s)) return conv1x1_narrow_avx2(out, x, w, bias, s);
+    }
     if (onednn() && conv2d_forward_onednn(out, x, w, bias, s)) return;
   }
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();

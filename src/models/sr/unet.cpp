@@ -189,7 +189,9 @@ struct UNet<F>::Impl {
     return y;
   }
 
-  Act& norm(Act& x, const std::string& name) {
+  // Group norm, or with silu group norm then SiLU as one op (group_norm_silu_*, whose backward
+  // recomputes the norm's output instead of keeping it).
+  Act& norm(Act& x, const std::string& name, bool silu = false) {
     const int64_t G = c.groups, HW = x.H * x.W;
     const Param gamma = param(name + ".weight", {x.C}, Init::One, 1);
     const Param beta = param(name + ".bias", {x.C}, Init::Zero, 1);
@@ -197,32 +199,16 @@ struct UNet<F>::Impl {
     if (dry) return y;
     y.stat1.resize(size_t(x.B * G));
     y.stat2.resize(size_t(x.B * G));
-    ops::group_norm_forward(y.v.data(), y.stat1.data(), y.stat2.data(), x.v.data(), gamma.w, beta.w, x.B, HW,
-                            x.C, G, c.norm_eps, dev);
-    record([this, &x, &y, gamma, beta, G, HW] {
+    (silu ? ops::group_norm_silu_forward<F> : ops::group_norm_forward<F>)(
+        y.v.data(), y.stat1.data(), y.stat2.data(), x.v.data(), gamma.w, beta.w, x.B, HW, x.C, G, c.norm_eps, dev);
+    record([this, &x, &y, gamma, beta, G, HW, silu] {
       grad_into(x, [&](F* dx) {
-        ops::group_norm_backward(dx, gamma.g, beta.g, y.g.data(), x.v.data(), gamma.w, y.stat1.data(),
-                                 y.stat2.data(), x.B, HW, x.C, G, dev);
-      });
-    });
-    return y;
-  }
-
-  // silu(norm(x)) as one op (group_norm_silu_*): the norm's output is not kept.
-  Act& norm_silu(Act& x, const std::string& name) {
-    const int64_t G = c.groups, HW = x.H * x.W;
-    const Param gamma = param(name + ".weight", {x.C}, Init::One, 1);
-    const Param beta = param(name + ".bias", {x.C}, Init::Zero, 1);
-    Act& y = act(x.B, x.H, x.W, x.C);
-    if (dry) return y;
-    y.stat1.resize(size_t(x.B * G));
-    y.stat2.resize(size_t(x.B * G));
-    ops::group_norm_silu_forward(y.v.data(), y.stat1.data(), y.stat2.data(), x.v.data(), gamma.w, beta.w, x.B,
-                                 HW, x.C, G, c.norm_eps, dev);
-    record([this, &x, &y, gamma, beta, G, HW] {
-      grad_into(x, [&](F* dx) {
-        ops::group_norm_silu_backward(dx, gamma.g, beta.g, y.g.data(), x.v.data(), gamma.w, beta.w,
-                                      y.stat1.data(), y.stat2.data(), x.B, HW, x.C, G, dev);
+        if (silu)
+          ops::group_norm_silu_backward(dx, gamma.g, beta.g, y.g.data(), x.v.data(), gamma.w, beta.w,
+                                        y.stat1.data(), y.stat2.data(), x.B, HW, x.C, G, dev);
+        else
+          ops::group_norm_backward(dx, gamma.g, beta.g, y.g.data(), x.v.data(), gamma.w, y.stat1.data(),
+                                   y.stat2.data(), x.B, HW, x.C, G, dev);
       });
     });
     return y;
@@ -308,9 +294,9 @@ struct UNet<F>::Impl {
 
   Act& res_block(Act& x, const std::string& name, int64_t OC, Act& temb) {
     begin_unit();
-    Act& h = conv(norm_silu(x, name + ".norm1"), name + ".conv1", OC, 3, 1);
+    Act& h = conv(norm(x, name + ".norm1", true), name + ".conv1", OC, 3, 1);
     add_image_bias(h, linear(temb, name + ".temb", OC));
-    Act& h2 = conv(norm_silu(h, name + ".norm2"), name + ".conv2", OC, 3, 1, true);
+    Act& h2 = conv(norm(h, name + ".norm2", true), name + ".conv2", OC, 3, 1, true);
     Act& skip = x.C == OC ? x : conv(x, name + ".skip", OC, 1, 1);
     return add(skip, h2);
   }
@@ -363,7 +349,7 @@ struct UNet<F>::Impl {
       }
     }
     begin_unit();
-    Act& out = conv(norm_silu(*h, "out.norm"), "out.conv", c.channels, 3, 1, true);
+    Act& out = conv(norm(*h, "out.norm", true), "out.conv", c.channels, 3, 1, true);
     if (!dry && params_hook) params_hook(unit, true, false);
     return out;
   }
