@@ -189,16 +189,18 @@ void add_train(std::vector<PerfCase>& v, const Dims& m, int64_t N, int64_t T) {
                }});
 }
 
-// The SR UNet's convolutions: a 3 x 3 conv of C channels on B images of H x H, forward and backward.
-void add_conv(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C) {
+// The SR UNet's convolutions: a 3 x 3 conv of C channels on B images of H x H, forward and backward;
+// bf16: of operands rounded to bf16 (ConvShape::bf16, `--precision bf16`), against the bf16 GEMM's
+// peak where oneDNN's bf16 primitives can run.
+void add_conv(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C, bool bf16 = false) {
   ops::ConvShape s;
-  s.B = B, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1;
+  s.B = B, s.H = s.W = H, s.IC = s.OC = C, s.K = 3, s.stride = 1, s.pad = 1, s.bf16 = bf16;
   for (bool bwd : {false, true})
     v.push_back({bwd ? "conv2d_backward" : "conv2d_forward",
                  "unet " + (B > 1 ? std::to_string(B) + "x" : std::string()) + std::to_string(H) + "x" +
-                     std::to_string(H) + " C=" + std::to_string(C) + " 3x3",
+                     std::to_string(H) + " C=" + std::to_string(C) + " 3x3" + (bf16 ? " bf16" : ""),
                  true,
-                 GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
+                 bf16 && cpu::conv2d_bf16_native() ? GemmCompute::BF16 : GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
                    Rng rng(13);
                    const size_t nx = size_t(B * H * H * C), nw = size_t(C * s.filter());
                    auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));
@@ -317,6 +319,8 @@ std::vector<PerfCase> perf_cases(bool tiny) {
   add_conv(v, 1, 64, 64);
   add_conv(v, 1, 32, 128);
   add_conv(v, 8, 64, 16);  // the default SR model's full-resolution level at bench sr's batch
+  add_conv(v, 1, 64, 64, true);
+  add_conv(v, 8, 64, 16, true);
   add_norm_act(v, 8, 64, 32, 8);
   add_norm_act(v, 8, 32, 64, 8);
   return v;

@@ -188,11 +188,23 @@ std::vector<double> conv_direct(const std::vector<double>& x, const std::vector<
   return out;
 }
 
-ConvShape conv(int64_t B, int64_t H, int64_t W, int64_t IC, int64_t OC, int64_t K, int64_t stride, int64_t pad) {
+ConvShape conv(int64_t B, int64_t H, int64_t W, int64_t IC, int64_t OC, int64_t K, int64_t stride, int64_t pad,
+               bool bf16 = false) {
   ConvShape s;
-  s.B = B, s.H = H, s.W = W, s.IC = IC, s.OC = OC, s.K = K, s.stride = stride, s.pad = pad;
+  s.B = B, s.H = H, s.W = W, s.IC = IC, s.OC = OC, s.K = K, s.stride = stride, s.pad = pad, s.bf16 = bf16;
   return s;
 }
+
+// Sets the convolution path for a test; the path and the ISA level are restored as it ends.
+struct ConvPathScope {
+  explicit ConvPathScope(cpu::ConvPath p) { cpu::set_conv_path(p); }
+  ~ConvPathScope() {
+    cpu::set_conv_path(path);
+    set_isa(level);
+  }
+  const Isa level = isa();
+  const cpu::ConvPath path = cpu::conv_path();
+};
 
 constexpr cpu::ConvPath kConvPaths[] = {cpu::ConvPath::Winograd, cpu::ConvPath::OneDnn, cpu::ConvPath::Im2col};
 const char* path_name(cpu::ConvPath p) {
@@ -631,9 +643,8 @@ TEST(ImageOps, ConvIndependentOfThreadCount) {
 // width, strides 1 and 2, with and without padding, images narrower than four pixels.
 TEST(ImageOps, ConvFewOutputChannelsAtEachIsaLevel) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  const Isa saved = isa();
-  const cpu::ConvPath saved_path = cpu::conv_path();
-  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  const ConvPathScope scope(cpu::ConvPath::Winograd);
+  const Isa saved = scope.level;
   for (const ConvShape& s : {conv(2, 9, 11, 16, 1, 3, 1, 1), conv(1, 7, 10, 37, 3, 3, 2, 1), conv(2, 3, 2, 5, 4, 3, 1, 1),
                              conv(1, 12, 13, 8, 2, 3, 1, 0), conv(1, 6, 9, 20, 1, 1, 2, 0)}) {
     Rng r(kSeed + uint64_t(s.IC * 10 + s.OC));
@@ -653,21 +664,19 @@ TEST(ImageOps, ConvFewOutputChannelsAtEachIsaLevel) {
     }
     set_isa(saved);
   }
-  cpu::set_conv_path(saved_path);
 }
 
 // ConvShape::bf16: the products of x, w and dout rounded to bf16 (to nearest even), summed in f32.
 // The reference rounds the operands here (f32_to_bf16) and runs the float64 op; the float op is
-// held to it at 1e-5 (f32 sums) on each path: oneDNN's bf16 primitives where the CPU has
-// AVX512-BF16, and the rounded operands on the f32 paths (forced by the AVX2 level) everywhere,
-// at shapes of the UNet (3 x 3 same, stride 2, 1 x 1) and odd ones. Against the unrounded operands
-// the results differ by far more (bf16 keeps 8 bits of mantissa): the test sees whether the
-// operands were rounded at all. dbias sums dout unrounded.
+// held to it at 1e-5 (f32 sums) on each path: Winograd's, rounding as its transforms read (3 x 3
+// same, channels by 8), oneDNN's bf16 primitives where the CPU has AVX512-BF16 (the rest), and
+// the rounded operands on the f32 paths (forced by the AVX2 level) everywhere, at shapes of the
+// UNet (3 x 3 same, stride 2, 1 x 1) and odd ones. Against the unrounded operands the results
+// differ by far more (bf16 keeps 8 bits of mantissa): the test sees whether the operands were
+// rounded at all. dbias sums dout unrounded.
 TEST(ImageOps, Conv2dBf16) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
-  const Isa saved = isa();
-  const cpu::ConvPath saved_path = cpu::conv_path();
-  cpu::set_conv_path(cpu::ConvPath::Winograd);
+  const ConvPathScope scope(cpu::ConvPath::Winograd);
   auto bf16 = [](std::vector<double> v) {
     for (double& d : v) d = double(bf16_to_f32(f32_to_bf16(float(d))));
     return v;
@@ -703,7 +712,10 @@ TEST(ImageOps, Conv2dBf16) {
     const auto xf = cast<float>(x), wf = cast<float>(w), bf = cast<float>(bias), Gf = cast<float>(G);
     for (Isa level : levels) {
       set_isa(level);
-      const std::string path = what + (level == Isa::Avx512 ? " (oneDNN bf16)" : " (rounded, f32 paths)");
+      const bool winograd = cpu::conv2d_uses_winograd(sb);
+      const std::string path = what + (winograd                ? " (Winograd, rounded as read)"
+                                       : level == Isa::Avx512 ? " (oneDNN bf16)"
+                                                              : " (rounded, f32 paths)");
       std::vector<float> yf(n_out), dxf(x.size(), NAN), dwf(w.size(), 0.f), dbf(bias.size(), 0.f);
       conv2d_forward(yf.data(), xf.data(), wf.data(), bf.data(), sb);
       conv2d_backward(dxf.data(), dwf.data(), dbf.data(), Gf.data(), xf.data(), wf.data(), sb);
@@ -711,24 +723,86 @@ TEST(ImageOps, Conv2dBf16) {
       EXPECT_LT(rel_error(dxf, dx), 1e-5) << path;
       EXPECT_LT(rel_error(dwf, dw), 1e-5) << path;
       EXPECT_LT(rel_error(dbf, db), 1e-5) << path;
-      if (level != Isa::Avx512) continue;
-      // The op took oneDNN's bf16 primitives (not the fallback, which would pass the same checks).
+      // The op took the paths named (not the fallback, which would pass the same checks): the
+      // forward Winograd's where it applies, else oneDNN's; the backward oneDNN's where the CPU
+      // has AVX512-BF16 (this level), else Winograd's data gradient where it applies.
+      const bool native = level == Isa::Avx512;
       std::vector<float> y2(n_out), dx2(x.size()), dw2(w.size(), 0.f);
-      ASSERT_TRUE(cpu::conv2d_forward_onednn(y2.data(), xf.data(), wf.data(), bf.data(), sb)) << path;
-      ASSERT_TRUE(cpu::conv2d_backward_data_onednn(dx2.data(), Gf.data(), wf.data(), sb)) << path;
-      ASSERT_TRUE(cpu::conv2d_backward_weights_onednn(dw2.data(), Gf.data(), xf.data(), sb)) << path;
-      EXPECT_EQ(y2, yf) << path;
-      EXPECT_EQ(dx2, dxf) << path;
-      EXPECT_EQ(dw2, dwf) << path;
+      if (winograd) {
+        cpu::conv3x3_winograd_avx2(y2.data(), xf.data(), wf.data(), bf.data(), sb);
+        EXPECT_EQ(y2, yf) << path;
+        // The forward of the unrounded operands on the same weights: not the cached bf16 filters.
+        std::vector<float> y3(n_out);
+        conv2d_forward(y3.data(), xf.data(), wf.data(), bf.data(), s);
+        EXPECT_LT(rel_error(y3, y_f32), 1e-5) << path << ", then f32";
+      } else if (native) {
+        ASSERT_TRUE(cpu::conv2d_forward_onednn(y2.data(), xf.data(), wf.data(), bf.data(), sb)) << path;
+        EXPECT_EQ(y2, yf) << path;
+      }
+      if (native) {
+        ASSERT_TRUE(cpu::conv2d_backward_data_onednn(dx2.data(), Gf.data(), wf.data(), sb)) << path;
+        ASSERT_TRUE(cpu::conv2d_backward_weights_onednn(dw2.data(), Gf.data(), xf.data(), sb)) << path;
+        EXPECT_EQ(dx2, dxf) << path;
+        EXPECT_EQ(dw2, dwf) << path;
+      } else if (winograd) {
+        cpu::conv3x3_winograd_backward_data_avx2(dx2.data(), Gf.data(), wf.data(), sb);
+        EXPECT_EQ(dx2, dxf) << path;
+      }
     }
   }
-  set_isa(saved);
-  cpu::set_conv_path(saved_path);
+}
+
+// Winograd's path rounds its operands to bf16 as it reads them (ConvShape::bf16), with
+// f32_to_bf16's rounding: inputs that are all ties (halfway between two bf16 values) round to the
+// even one, so rounding half up or truncating would be far off the reference; a NaN input stays
+// a NaN (an integer rounding of 0x7fffffff carries into the sign: -0), and so do the outputs it
+// reaches, at each ISA level's lanes (8 and 16 channels).
+TEST(ImageOps, WinogradBf16RoundsAsF32ToBf16) {
+  std::printf("seed %llu\n", (unsigned long long)kSeed);
+  const ConvPathScope scope(cpu::ConvPath::Winograd);
+  Rng r(kSeed + 77);
+  for (const ConvShape& s : {conv(1, 9, 10, 8, 8, 3, 1, 1, true), conv(2, 8, 8, 16, 32, 3, 1, 1, true)}) {
+    // Ties: +-(1 + (2k + 1) / 256) 2^e, k < 128, e in -3..3: the 9th bit of the mantissa set, those
+    // below it clear.
+    std::vector<double> x(size_t(s.B * s.H * s.W * s.IC)), w(size_t(s.OC * s.filter()));
+    for (double& v : x) {
+      const double k = double(r.next() % 128), e = double(int(r.next() % 7) - 3);
+      v = (r.next() % 2 ? -1 : 1) * (1 + (2 * k + 1) / 256) * std::exp2(e);
+      ASSERT_EQ(f32_bits(float(v)) & 0xffffu, 0x8000u);
+    }
+    for (double& v : w) v = 0.3 * double(r.normal());
+    std::vector<double> xr = x, wr = w;
+    for (double& v : xr) v = double(bf16_to_f32(f32_to_bf16(float(v))));
+    for (double& v : wr) v = double(bf16_to_f32(f32_to_bf16(float(v))));
+    const size_t n_out = size_t(s.B * s.Ho() * s.Wo() * s.OC);
+    ConvShape s64 = s;
+    s64.bf16 = false;
+    std::vector<double> y(n_out), y_up(n_out);
+    conv2d_forward(y.data(), xr.data(), wr.data(), static_cast<const double*>(nullptr), s64);
+    auto xf = cast<float>(x);
+    const auto wf = cast<float>(w);
+    for (Isa level : {Isa::Avx2, Isa::Avx512}) {
+      set_isa(level);
+      if (isa() != level) continue;
+      ASSERT_TRUE(cpu::conv2d_uses_winograd(s));
+      const std::string what = "IC=" + std::to_string(s.IC) + " at " + isa_name(level);
+      std::vector<float> yf(n_out);
+      conv2d_forward(yf.data(), xf.data(), wf.data(), static_cast<const float*>(nullptr), s);
+      EXPECT_LT(rel_error(yf, y), 1e-5) << what;
+      // A NaN at pixel (1, 1) of image 0, channel 3, with every mantissa bit set.
+      auto xn = xf;
+      const uint32_t nan_bits = 0x7fffffffu;
+      std::memcpy(&xn[size_t((1 * s.W + 1) * s.IC + 3)], &nan_bits, 4);
+      conv2d_forward(yf.data(), xn.data(), wf.data(), static_cast<const float*>(nullptr), s);
+      for (int64_t oc = 0; oc < s.OC; ++oc) EXPECT_TRUE(std::isnan(yf[size_t((1 * s.W + 1) * s.OC + oc)])) << what;
+      EXPECT_FALSE(std::isnan(yf[size_t(((s.H - 1) * s.W + s.W - 1) * s.OC)])) << what << ": far from the NaN";
+    }
+  }
 }
 
 // Winograd's products and tile transforms take 16 channels to a register where the CPU has
 // AVX-512 and 8 with AVX2, in the same order of operations: the same bits at both levels, forward
-// and data gradient, for channel counts that are and are not multiples of 16 (the AVX-512
+// and data gradient, in f32 and with the operands rounded to bf16 as read, for channel counts that are and are not multiples of 16 (the AVX-512
 // kernels' channels, then AVX2's). (The weights' gradient runs on Winograd's path at the AVX2
 // level only: conv2d_winograd_weights_gradient.)
 TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
@@ -741,8 +815,9 @@ TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
   }
   const cpu::ConvPath saved_path = cpu::conv_path();
   cpu::set_conv_path(cpu::ConvPath::Winograd);
-  for (const ConvShape& s : {conv(2, 16, 16, 16, 32, 3, 1, 1), conv(1, 12, 10, 48, 24, 3, 1, 1),
-                             conv(2, 8, 8, 64, 72, 3, 1, 1), conv(3, 9, 7, 8, 8, 3, 1, 1)}) {
+  for (ConvShape s : {conv(2, 16, 16, 16, 32, 3, 1, 1), conv(1, 12, 10, 48, 24, 3, 1, 1), conv(2, 8, 8, 64, 72, 3, 1, 1),
+                      conv(3, 9, 7, 8, 8, 3, 1, 1), conv(2, 16, 16, 16, 32, 3, 1, 1, true),
+                      conv(1, 12, 10, 48, 24, 3, 1, 1, true)}) {
     ASSERT_TRUE(cpu::conv3x3_winograd_applies(s));
     Rng r(kSeed + uint64_t(s.IC * 100 + s.OC));
     const auto x = cast<float>(randn(r, size_t(s.B * s.H * s.W * s.IC))),
@@ -755,10 +830,15 @@ TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
       ASSERT_TRUE(cpu::conv2d_uses_winograd(s));
       y.emplace_back(n_out), dx.emplace_back(x.size()), db.emplace_back(bias.size(), 0.f);
       dw.emplace_back(w.size(), 0.f);
+      if (s.bf16) {  // (the op's bf16 backward is oneDNN's where the CPU has AVX512-BF16)
+        cpu::conv3x3_winograd_avx2(y.back().data(), x.data(), w.data(), bias.data(), s);
+        cpu::conv3x3_winograd_backward_data_avx2(dx.back().data(), G.data(), w.data(), s);
+        continue;
+      }
       conv2d_forward(y.back().data(), x.data(), w.data(), bias.data(), s);
       conv2d_backward(dx.back().data(), dw.back().data(), db.back().data(), G.data(), x.data(), w.data(), s);
     }
-    const std::string what = "IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC);
+    const std::string what = "IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + (s.bf16 ? " bf16" : "");
     EXPECT_EQ(y[1], y[0]) << what;
     EXPECT_EQ(dx[1], dx[0]) << what;
   }

@@ -51,6 +51,17 @@ struct Avx2Lanes {
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg fnmadd(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
+  // f32_to_bf16 (dtype.h) lane-wise, as f32: add 0x7fff and the kept part's lowest bit, drop the
+  // low 16 bits; a NaN keeps its top bits and is made quiet.
+  static reg round_bf16(reg r) {
+    const __m256i u = _mm256_castps_si256(r), top = _mm256_set1_epi32(int32_t(0xffff0000u));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i near = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), top);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), top);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(near, quiet, nan));
+  }
 };
 
 // The tile transforms at the widest lanes the CPU and the channel count allow (16 where both
@@ -73,10 +84,10 @@ void transform_output_grad(const float* dy, const ConvShape& s, const Tiling& tl
 }
 
 // U[xi][ic][oc] = (G g G^T)[xi] for the filter g = w[oc, :, :, ic] (ohwi), eight input channels
-// at a time (contiguous in w).
+// at a time (contiguous in w); bf16: g rounded to bf16 as it is read (ConvShape::bf16).
 // flip: the filter of the data gradient instead, w'[ic, ky, kx, oc] = w[oc, 2 - ky, 2 - kx, ic] (a
 // convolution of OC input and IC output channels), into U[xi][oc][ic], read straight from w.
-void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, float* U) {
+void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, bool bf16, float* U) {
 #pragma omp parallel for num_threads(IC * OC >= 4096 ? num_threads() : 1) schedule(static)
   for (int64_t oc = 0; oc < OC; ++oc)
     for (int64_t ic = 0; ic < IC; ic += 8) {
@@ -84,7 +95,8 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, float*
       for (int ky = 0; ky < 3; ++ky)
         for (int kx = 0; kx < 3; ++kx) {
           const int y = flip ? 2 - ky : ky, x = flip ? 2 - kx : kx;
-          g[ky][kx] = _mm256_loadu_ps(w + ((oc * 3 + y) * 3 + x) * IC + ic);
+          const __m256 v = _mm256_loadu_ps(w + ((oc * 3 + y) * 3 + x) * IC + ic);
+          g[ky][kx] = bf16 ? Avx2Lanes::round_bf16(v) : v;
         }
       for (int i = 0; i < kT; ++i)
         for (int kx = 0; kx < 3; ++kx)
@@ -111,8 +123,8 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, float*
 // The transformed filters of the calling thread's recent convolutions: a network's weights are
 // the same at every sampling step. An entry is found by the weights' address and shape and used
 // only while the weights are bit for bit those it was made from (training changes them in place),
-// so a hit is exactly a recomputation; the forward's and the data gradient's (flip) transforms are
-// separate entries. Least recently used entries go beyond kCacheBytes.
+// so a hit is exactly a recomputation; the forward's and the data gradient's (flip) transforms,
+// and those of the weights rounded to bf16, are separate entries. Least recently used entries go beyond kCacheBytes.
 constexpr size_t kCacheBytes = size_t(64) << 20;
 // p advanced to the next 64-byte boundary (at most 15 floats: buffers are allocated 16 longer).
 float* aligned64(float* p) {
@@ -120,11 +132,11 @@ float* aligned64(float* p) {
   return p + (kAlign - reinterpret_cast<uintptr_t>(p) / sizeof(float) % kAlign) % kAlign;
 }
 
-const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool flip) {
+const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool flip, bool bf16) {
   struct Entry {
     const float* key;
     int64_t IC, OC;
-    bool flip;
+    bool flip, bf16;
     std::vector<float> w, U;  // U: 64-byte aligned from u()
     uint64_t used;
     float* u() { return aligned64(U.data()); }
@@ -133,11 +145,11 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
   thread_local uint64_t clock = 0;
   const size_t n = size_t(9 * IC * OC);
   for (Entry& e : cache)
-    if (e.key == w && e.IC == IC && e.OC == OC && e.flip == flip) {
+    if (e.key == w && e.IC == IC && e.OC == OC && e.flip == flip && e.bf16 == bf16) {
       e.used = ++clock;
       if (std::memcmp(e.w.data(), w, n * sizeof(float)) != 0) {
         std::memcpy(e.w.data(), w, n * sizeof(float));
-        transform_weights(w, IC, OC, flip, e.u());
+        transform_weights(w, IC, OC, flip, bf16, e.u());
       }
       return e.u();
     }
@@ -149,8 +161,8 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
     cache.erase(lru);
   }
   Entry& e = cache.emplace_back(
-      Entry{w, IC, OC, flip, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9 + 16), ++clock});
-  transform_weights(w, IC, OC, flip, e.u());
+      Entry{w, IC, OC, flip, bf16, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9 + 16), ++clock});
+  transform_weights(w, IC, OC, flip, bf16, e.u());
   return e.u();
 }
 
@@ -326,7 +338,7 @@ bool conv3x3_winograd_applies(const ConvShape& s) {
 }
 
 void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const float* bias, const ConvShape& s) {
-  winograd_forward(out, x, transformed_weights(w, s.IC, s.OC, false), bias, s);
+  winograd_forward(out, x, transformed_weights(w, s.IC, s.OC, false, s.bf16), bias, s);
 }
 
 // The data gradient of a 3 x 3 convolution of stride 1 and padding 1 is one itself, of the
@@ -334,7 +346,7 @@ void conv3x3_winograd_avx2(float* out, const float* x, const float* w, const flo
 void conv3x3_winograd_backward_data_avx2(float* dx, const float* dout, const float* w, const ConvShape& s) {
   ConvShape t = s;
   t.IC = s.OC, t.OC = s.IC;
-  winograd_forward(dx, dout, transformed_weights(w, s.IC, s.OC, true), nullptr, t);
+  winograd_forward(dx, dout, transformed_weights(w, s.IC, s.OC, true, s.bf16), nullptr, t);
 }
 
 

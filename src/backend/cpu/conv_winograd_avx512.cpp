@@ -30,6 +30,17 @@ struct Avx512Lanes {
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg fnmadd(reg a, reg b, reg c) { return _mm512_fnmadd_ps(a, b, c); }
+  // As Avx2Lanes::round_bf16 (f32_to_bf16's bits, subnormals kept: not vcvtneps2bf16, which
+  // reads them as zero).
+  static reg round_bf16(reg r) {
+    const __m512i u = _mm512_castps_si512(r), top = _mm512_set1_epi32(int32_t(0xffff0000u));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i near = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), top);
+    const __mmask16 nan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x00400000)), top);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, near, quiet));
+  }
 };
 
 // C[R, 16 NV] (+)= A[R, K] B[K, 16 NV]: A[r, k] at A + r lda + k ldk, rows of B and C at stride

@@ -4,9 +4,12 @@
 // in its own translation unit, compiled for its ISA). Every lane runs the same chain of
 // operations at either width, so the two give the same bits; the channel count must be a
 // multiple of V::kLanes.
+// ConvShape::bf16: the operands the transforms read (x, dY) are rounded to bf16 as they are
+// loaded (V::round_bf16, f32_to_bf16's rounding to nearest even, NaN kept), so that the products
+// are those of bf16 values, summed in f32, without a rounded copy of the activations.
 //
 // V provides: reg (the register type), kLanes, load(p), store(p, r), zero(), set1(f), add(a, b),
-// sub(a, b), mul(a, b), fmadd(a, b, c) = a b + c, fnmadd(a, b, c) = c - a b.
+// sub(a, b), mul(a, b), fmadd(a, b, c) = a b + c, fnmadd(a, b, c) = c - a b, round_bf16(r).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +26,13 @@ struct Tiling {
   explicit Tiling(const ops::ConvShape& s)
       : ty((s.H + 3) / 4), tx((s.W + 3) / 4), per_image(ty * tx), total(s.B * ty * tx) {}
 };
+
+// Lanes at p, rounded to bf16 where Round.
+template <class V, bool Round>
+inline typename V::reg load(const float* p) {
+  if constexpr (Round) return V::round_bf16(V::load(p));
+  return V::load(p);
+}
 
 // t = B^T d along one axis: six values at stride `in`, written at stride `out`.
 template <class V>
@@ -75,9 +85,9 @@ inline void output_grad_1d(const typename V::reg* y, int in, typename V::reg* z,
 
 // V[xi][t][ic] for the tiles t0 .. t0 + n (rows of IC values, tile-major within each xi, slices of
 // ld tiles).
-template <class V>
-void transform_input(const float* x, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
-                     float* out) {
+template <class V, bool Round>
+void transform_input_as(const float* x, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                        float* out) {
   using R = typename V::reg;
   const int64_t IC = s.IC, stride_xi = ld * IC;
   R d[kXi], t[kXi];
@@ -89,14 +99,14 @@ void transform_input(const float* x, const ops::ConvShape& s, const Tiling& tl, 
     for (int64_t c = 0; c < IC; c += V::kLanes) {
       if (inside) {
         for (int u = 0; u < kT; ++u)
-          for (int v = 0; v < kT; ++v) d[u * kT + v] = V::load(base + (u * s.W + v) * IC + c);
+          for (int v = 0; v < kT; ++v) d[u * kT + v] = load<V, Round>(base + (u * s.W + v) * IC + c);
       } else {
         for (int u = 0; u < kT; ++u) {
           const int64_t y = y0 + u;
           for (int v = 0; v < kT; ++v) {
             const int64_t xx = x0 + v;
             d[u * kT + v] = y >= 0 && y < s.H && xx >= 0 && xx < s.W
-                                ? V::load(x + ((b * s.H + y) * s.W + xx) * IC + c)
+                                ? load<V, Round>(x + ((b * s.H + y) * s.W + xx) * IC + c)
                                 : V::zero();
           }
         }
@@ -107,6 +117,12 @@ void transform_input(const float* x, const ops::ConvShape& s, const Tiling& tl, 
       for (int xi = 0; xi < kXi; ++xi) V::store(dst + xi * stride_xi, d[xi]);
     }
   }
+}
+template <class V>
+void transform_input(const float* x, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n, int64_t ld,
+                     float* out) {
+  if (s.bf16) return transform_input_as<V, true>(x, s, tl, t0, n, ld, out);
+  transform_input_as<V, false>(x, s, tl, t0, n, ld, out);
 }
 
 // out[4 x 4 block of tile t] = A^T M[:, t] A + bias, clipped to the image.
@@ -135,9 +151,9 @@ void transform_output(const float* M, const float* bias, const ops::ConvShape& s
 
 // dM[xi][t][oc] = (A dY_t A^T)[xi], dY_t the output gradient's 4 x 4 block of tile t (zero
 // outside the image): the gradient of the products' results, per tile (slices of ld tiles).
-template <class V>
-void transform_output_grad(const float* dy, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n,
-                           int64_t ld, float* dM) {
+template <class V, bool Round>
+void transform_output_grad_as(const float* dy, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n,
+                              int64_t ld, float* dM) {
   using R = typename V::reg;
   const int64_t OC = s.OC, stride_xi = ld * OC;
   R y[16], t[kT * 4], m[kXi];
@@ -148,13 +164,20 @@ void transform_output_grad(const float* dy, const ops::ConvShape& s, const Tilin
     for (int64_t c = 0; c < OC; c += V::kLanes) {
       for (int64_t u = 0; u < 4; ++u)
         for (int64_t v = 0; v < 4; ++v)
-          y[u * 4 + v] = u < ny && v < nx ? V::load(dy + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c) : V::zero();
+          y[u * 4 + v] =
+              u < ny && v < nx ? load<V, Round>(dy + ((b * s.H + y0 + u) * s.W + x0 + v) * OC + c) : V::zero();
       for (int v = 0; v < 4; ++v) output_grad_1d<V>(y + v, 4, t + v, 4);          // columns: A dY, 6 x 4
       for (int u = 0; u < kT; ++u) output_grad_1d<V>(t + u * 4, 1, m + u * kT, 1);  // rows: (A dY) A^T
       float* dst = dM + i * OC + c;
       for (int xi = 0; xi < kXi; ++xi) V::store(dst + xi * stride_xi, m[xi]);
     }
   }
+}
+template <class V>
+void transform_output_grad(const float* dy, const ops::ConvShape& s, const Tiling& tl, int64_t t0, int64_t n,
+                           int64_t ld, float* dM) {
+  if (s.bf16) return transform_output_grad_as<V, true>(dy, s, tl, t0, n, ld, dM);
+  transform_output_grad_as<V, false>(dy, s, tl, t0, n, ld, dM);
 }
 
 }  // namespace genperf::cpu::winograd

@@ -9,9 +9,15 @@
 // buffer; a chunk may span images, so that small images make one larger product:
 //   forward   out[chunk] = col · w^T + bias
 //   backward  dw += dout[chunk]^T · col,  dcol = dout[chunk] · w, dx += col2im(dcol).
-// ConvShape::bf16 runs on oneDNN's bf16 primitives where the CPU has AVX512-BF16 at the AVX-512
-// level (conv2d_bf16_native); elsewhere, and for float64, on copies of the operands rounded to
-// bf16, by the paths above (f32 or float64 products of bf16 values). dbias sums dout unrounded.
+// ConvShape::bf16 (products of operands rounded to bf16, summed in f32): the forward runs on
+// Winograd's path where it covers the shape, the operands rounded as its transforms read them
+// (the products of its transformed tiles are no longer of bf16 values, but their sum is the
+// convolution of the rounded operands, with Winograd's f32 rounding: a bf16 Winograd would round
+// the transformed values and lose ten times the precision, docs/SR.md "Mixed precision"); the
+// rest, and the backward, on oneDNN's bf16 primitives where the CPU has AVX512-BF16 at the AVX-512
+// level (conv2d_bf16_native; its data gradient is faster than Winograd's there), else on
+// Winograd's path too; what remains, and float64, on copies of the operands rounded to bf16, by
+// the paths above (f32 or float64 products of bf16 values). dbias sums dout unrounded.
 // Thread counts: products whose rows are output pixels (out, dcol, the pointwise dx) run in
 // fixed tiles of kTileRows rows, each on one thread (oneDNN's threaded sgemm splits its sums by
 // the thread count, and at the AVX2 level its bits change with it); col2im adds each patch
@@ -212,14 +218,16 @@ ConvPath conv_path() { return path().load(std::memory_order_relaxed); }
 void set_conv_path(ConvPath p) { path().store(p, std::memory_order_relaxed); }
 bool conv2d_bf16_native() { return cpu_features().avx512_bf16 && isa() == Isa::Avx512 && onednn(); }
 bool conv2d_uses_winograd(const ConvShape& s) {
-  return !s.bf16 && conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv3x3_winograd_applies(s);
+  return conv_path() == ConvPath::Winograd && isa() >= Isa::Avx2 && conv3x3_winograd_applies(s);
 }
 
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
   if (s.bf16) {
-    if constexpr (std::is_same_v<F, float>)
+    if constexpr (std::is_same_v<F, float>) {
+      if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);  // rounds as it reads
       if (conv2d_bf16_native() && conv2d_forward_onednn(out, x, w, bias, s)) return;
+    }
     const F* xr = rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 0);
     return cpu::conv2d_forward<F>(out, xr, rounded_to_bf16(w, size_t(s.OC * s.filter()), 1), bias, without_bf16(s));
   }
@@ -251,11 +259,16 @@ void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F*
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
   if (s.bf16) {
-    if constexpr (std::is_same_v<F, float>)
+    if constexpr (std::is_same_v<F, float>) {
+      if (conv2d_uses_winograd(s) && !conv2d_bf16_native()) {  // rounds as it reads (AVX2 machines)
+        if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s), dx = nullptr;
+        if (dw && winograd_weights_gradient(s)) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s), dw = nullptr;
+      }
       if (conv2d_bf16_native()) {
         if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
         if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
       }
+    }
     if (!dx && !dw) return;
     const F* gr = rounded_to_bf16(dout, size_t(rows * s.OC), 0);
     const F* xr = dw ? rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 1) : x;
