@@ -200,7 +200,8 @@ void add_conv(std::vector<PerfCase>& v, int64_t B, int64_t H, int64_t C, bool bf
                  "unet " + (B > 1 ? std::to_string(B) + "x" : std::string()) + std::to_string(H) + "x" +
                      std::to_string(H) + " C=" + std::to_string(C) + " 3x3" + (bf16 ? " bf16" : ""),
                  true,
-                 bf16 && cpu::conv2d_bf16_native() ? GemmCompute::BF16 : GemmCompute::F32, bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
+                 bf16 && cpu::conv2d_bf16_native() ? GemmCompute::BF16 : GemmCompute::F32,
+                 bwd ? ops::conv2d_backward_cost(s) : ops::conv2d_forward_cost(s), [=] {
                    Rng rng(13);
                    const size_t nx = size_t(B * H * H * C), nw = size_t(C * s.filter());
                    auto x = std::make_shared<std::vector<float>>(harness::to_float(harness::randn(rng, nx)));

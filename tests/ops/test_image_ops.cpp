@@ -802,9 +802,9 @@ TEST(ImageOps, WinogradBf16RoundsAsF32ToBf16) {
 
 // Winograd's products and tile transforms take 16 channels to a register where the CPU has
 // AVX-512 and 8 with AVX2, in the same order of operations: the same bits at both levels, forward
-// and data gradient, in f32 and with the operands rounded to bf16 as read, for channel counts that are and are not multiples of 16 (the AVX-512
-// kernels' channels, then AVX2's). (The weights' gradient runs on Winograd's path at the AVX2
-// level only: conv2d_winograd_weights_gradient.)
+// and data gradient, in f32 and with the operands rounded to bf16 as read, for channel counts
+// that are and are not multiples of 16 (the AVX-512 kernels' channels, then AVX2's). (The weights'
+// gradient runs on Winograd's path at the AVX2 level only: conv2d_winograd_weights_gradient.)
 TEST(ImageOps, WinogradSameBitsAtEachIsaLevel) {
   std::printf("seed %llu\n", (unsigned long long)kSeed);
   const Isa saved = isa();

@@ -124,7 +124,8 @@ void transform_weights(const float* w, int64_t IC, int64_t OC, bool flip, bool b
 // the same at every sampling step. An entry is found by the weights' address and shape and used
 // only while the weights are bit for bit those it was made from (training changes them in place),
 // so a hit is exactly a recomputation; the forward's and the data gradient's (flip) transforms,
-// and those of the weights rounded to bf16, are separate entries. Least recently used entries go beyond kCacheBytes.
+// and those of the weights rounded to bf16, are separate entries. Least recently used entries go
+// beyond kCacheBytes.
 constexpr size_t kCacheBytes = size_t(64) << 20;
 // p advanced to the next 64-byte boundary (at most 15 floats: buffers are allocated 16 longer).
 float* aligned64(float* p) {
@@ -161,7 +162,8 @@ const float* transformed_weights(const float* w, int64_t IC, int64_t OC, bool fl
     cache.erase(lru);
   }
   Entry& e = cache.emplace_back(
-      Entry{w, IC, OC, flip, bf16, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9 + 16), ++clock});
+      Entry{w, IC, OC, flip, bf16, std::vector<float>(w, w + n), std::vector<float>(size_t(kXi) * n / 9 + 16),
+            ++clock});
   transform_weights(w, IC, OC, flip, bf16, e.u());
   return e.u();
 }

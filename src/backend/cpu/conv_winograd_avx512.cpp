@@ -33,12 +33,12 @@ struct Avx512Lanes {
   // As Avx2Lanes::round_bf16 (f32_to_bf16's bits, subnormals kept: not vcvtneps2bf16, which
   // reads them as zero).
   static reg round_bf16(reg r) {
-    // (The kept part's lowest bit by a test, not a shift: GCC 12 warns that the shift's
-    // intrinsic reads an undefined register.)
+    // (The shift zero-masked over all lanes: GCC 12 warns that the unmasked shift's intrinsic
+    // reads an undefined register. A mask test for the bit instead measured 0.983 of this in bf16
+    // sampling, 0.951-0.995 over 6 interleaved pairs.)
     const __m512i u = _mm512_castps_si512(r), top = _mm512_set1_epi32(int32_t(0xffff0000u));
-    const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
-    const __m512i half = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
-    const __m512i near = _mm512_and_si512(_mm512_mask_add_epi32(half, odd, half, _mm512_set1_epi32(1)), top);
+    const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(__mmask16(0xffff), u, 16), _mm512_set1_epi32(1));
+    const __m512i near = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), top);
     const __mmask16 nan =
         _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     const __m512i quiet = _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x00400000)), top);

@@ -223,21 +223,18 @@ bool conv2d_uses_winograd(const ConvShape& s) {
 
 template <typename F>
 void conv2d_forward(F* out, const F* x, const F* w, const F* bias, const ConvShape& s) {
-  if (s.bf16) {
-    if constexpr (std::is_same_v<F, float>) {
-      if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);  // rounds as it reads
-      if (conv2d_bf16_native() && conv2d_forward_onednn(out, x, w, bias, s)) return;
-    }
-    const F* xr = rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 0);
-    return cpu::conv2d_forward<F>(out, xr, rounded_to_bf16(w, size_t(s.OC * s.filter()), 1), bias, without_bf16(s));
-  }
   if constexpr (std::is_same_v<F, float>) {
-    if (conv_path() == ConvPath::Winograd) {  // genperf's own kernels first
-      if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
+    // genperf's own kernels first; Winograd's rounds bf16 operands as it reads them.
+    if (conv2d_uses_winograd(s)) return conv3x3_winograd_avx2(out, x, w, bias, s);
+    if (!s.bf16 && conv_path() == ConvPath::Winograd) {
       if (few_oc_applies(s)) return conv_few_oc(out, x, w, bias, s);
       if (isa() >= Isa::Avx2 && conv1x1_narrow_applies(s)) return conv1x1_narrow_avx2(out, x, w, bias, s);
     }
-    if (onednn() && conv2d_forward_onednn(out, x, w, bias, s)) return;
+    if ((s.bf16 ? conv2d_bf16_native() : onednn()) && conv2d_forward_onednn(out, x, w, bias, s)) return;
+  }
+  if (s.bf16) {
+    const F* xr = rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 0);
+    return cpu::conv2d_forward<F>(out, xr, rounded_to_bf16(w, size_t(s.OC * s.filter()), 1), bias, without_bf16(s));
   }
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (pointwise(s)) {
@@ -258,34 +255,26 @@ template <typename F>
 void conv2d_backward(F* dx, F* dw, F* dbias, const F* dout, const F* x, const F* w, const ConvShape& s) {
   const int64_t rows = s.B * s.Ho() * s.Wo(), KK = s.filter();
   if (dbias) add_column_sums(dbias, dout, rows, s.OC);
-  if (s.bf16) {
-    if constexpr (std::is_same_v<F, float>) {
-      if (conv2d_uses_winograd(s) && !conv2d_bf16_native()) {  // rounds as it reads (AVX2 machines)
-        if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s), dx = nullptr;
-        if (dw && winograd_weights_gradient(s)) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s), dw = nullptr;
-      }
-      if (conv2d_bf16_native()) {
-        if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
-        if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
-      }
-    }
-    if (!dx && !dw) return;
-    const F* gr = rounded_to_bf16(dout, size_t(rows * s.OC), 0);
-    const F* xr = dw ? rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 1) : x;
-    const F* wr = dx ? rounded_to_bf16(w, size_t(s.OC * KK), 2) : w;
-    return cpu::conv2d_backward<F>(dx, dw, static_cast<F*>(nullptr), gr, xr, wr, without_bf16(s));
-  }
   if constexpr (std::is_same_v<F, float>) {
-    if (conv2d_uses_winograd(s)) {
+    // bf16: oneDNN's primitives where the CPU has AVX512-BF16 (its data gradient is faster than
+    // Winograd's there), else Winograd's, which rounds the operands as it reads them.
+    const bool native = s.bf16 && conv2d_bf16_native();
+    if (conv2d_uses_winograd(s) && !native) {
       if (dx) conv3x3_winograd_backward_data_avx2(dx, dout, w, s), dx = nullptr;
       if (dw && winograd_weights_gradient(s)) conv3x3_winograd_backward_weights_avx2(dw, dout, x, s), dw = nullptr;
     }
-    if (onednn()) {
+    if (s.bf16 ? native : onednn()) {
       if (dx && conv2d_backward_data_onednn(dx, dout, w, s)) dx = nullptr;
       if (dw && conv2d_backward_weights_onednn(dw, dout, x, s)) dw = nullptr;
     }
   }
   if (!dx && !dw) return;
+  if (s.bf16) {
+    const F* gr = rounded_to_bf16(dout, size_t(rows * s.OC), 0);
+    const F* xr = dw ? rounded_to_bf16(x, size_t(s.B * s.H * s.W * s.IC), 1) : x;
+    const F* wr = dx ? rounded_to_bf16(w, size_t(s.OC * KK), 2) : w;
+    return cpu::conv2d_backward<F>(dx, dw, static_cast<F*>(nullptr), gr, xr, wr, without_bf16(s));
+  }
   if (pointwise(s)) {
     if (dw) gemm(true, false, s.OC, KK, rows, F(1), dout, s.OC, x, KK, F(1), dw, KK, "conv2d_backward");
     if (dx) gemm_rows(false, rows, KK, s.OC, dout, w, KK, dx, "conv2d_backward");
