@@ -50,6 +50,20 @@ enum class ShardMode : uint8_t { None = 0, Optimizer = 1, Grads = 2, Full = 3 };
 const char* shard_mode_name(ShardMode m);
 ShardMode parse_shard_mode(std::string_view s);
 
+// When gradient buckets are reduced while backward still runs (DistOptions::overlap), as the
+// `--comm-overlap` option says it: on, off, or auto.
+enum class CommOverlap : uint8_t { Auto = 0, On = 1, Off = 2 };
+CommOverlap parse_comm_overlap(std::string_view s);  // throws naming the known values
+// Auto: on for sharded gradients (grads, full: their window holds only the buckets in flight
+// because they drain during backward; reduced after it, it would hold all of them), and
+// otherwise on where the ranks' compute threads leave a core of the node to the communication
+// threads (local_ranks x threads below node_cores, and this process may run on more cores than
+// its threads), off where they fill the cores. Between the ranks of one node a reduction is
+// memory copies and additions on CPU threads: overlapped with backward on a full node it takes
+// its core time from backward, and measured 1-11% slower than reducing after it (DISTRIBUTED.md).
+bool resolve_comm_overlap(CommOverlap o, ShardMode s, int local_ranks, int threads, int node_cores,
+                          int affinity_cores);
+
 // The pages ZeRO-2 and -3 hold their windows in and give back (2 MiB, a huge page): buckets'
 // inner edges fall on them (src/train/paged.h).
 inline constexpr size_t kWindowPageBytes = size_t(2) << 20;

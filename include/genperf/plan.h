@@ -170,6 +170,33 @@ inline constexpr double kAdamWBytesPerParam = 28;
 // smaller than the model's error is no reason to shard.
 inline constexpr double kPreferUnshardedWithin = 0.05;
 
+// Seconds of one training step of a rank of this job, timed now on this machine, beside the
+// ranks that share it. Two models of the job's widths, one decoder layer and four, each run
+// forward and backward on batch x seq random tokens (TrainModel, o.train's attention and
+// precision, LoRA when planned; a warm-up, then the median of at least 5 steps and of enough for
+// a second, at most 41); a layer is a third of the difference, the rest (embedding, final norm,
+// head and loss) what the one-layer model leaves beside it (a span of three layers: the
+// difference of two medians is the noisiest figure, and it is divided by the span). The step's
+// passes over the parameters are timed over the four-layer model's
+// trainable ones (the median of 3 each): zeroing the gradients, their norm (clip_grad_norm) and
+// AdamW's update. As measure_rank_gemm_gflops, the ranks that fit the cores run in step and the
+// others take turns. This times the work that is not matmuls as the job runs it: the norms,
+// rotary, attention's softmax, SwiGLU and the loss, which on this machine slow more than the
+// matmuls when ranks share the cores (DISTRIBUTED.md).
+struct RankStepFigures {
+  double layer_forward_s = 0, layer_backward_s = 0;  // one decoder layer
+  double rest_forward_s = 0, rest_backward_s = 0;    // the embedding, final norm, head and loss
+  // Per trainable parameter: AdamW's update, the gradients' zeroing and their norm.
+  double adamw_s_per_param = 0, zero_s_per_param = 0, norm_s_per_param = 0;
+  // Forward and backward of `layers` decoder layers, plus the recompute of their forward under
+  // layer checkpointing.
+  double forward_s(int64_t layers) const { return rest_forward_s + double(layers) * layer_forward_s; }
+  double backward_s(int64_t layers, bool checkpoint) const {
+    return rest_backward_s + double(layers) * (layer_backward_s + (checkpoint ? layer_forward_s : 0.0));
+  }
+  Json to_json() const;  // each figure, labelled measured
+};
+
 struct PlanOptions {
   int ranks = 1;
   int64_t batch = 1, seq = 512;  // per rank (training); sequences and context (inference)
@@ -185,6 +212,10 @@ struct PlanOptions {
   // at the rank's share of the device's 2048^3 peak: small matmuls (few tokens a rank, or the thin
   // products of the weight gradients) run well below that peak.
   std::optional<double> rank_gemm_gflops;
+  // This machine: the job's training step timed at its shapes (measure_rank_step). Where given,
+  // compute and AdamW's update are planned from it and rank_gemm_gflops is not used; the
+  // efficiency then applies only when the user gives one (a timed step is the step).
+  std::optional<RankStepFigures> rank_step;
   double comm_efficiency = 1.0;  // of the link bandwidth that a collective reaches
   PlanOverlap overlap = PlanOverlap::Buckets;
   size_t bucket_bytes = size_t(25) << 20;
@@ -206,6 +237,11 @@ struct PlanOptions {
 // share of ranks that run at once).
 double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int cores);
 
+// Bytes the probe holds at once on this machine: the four-layer model's weights, gradients,
+// AdamW's moments and activations, for each rank that runs at once.
+double rank_step_probe_bytes(const LlamaConfig& c, const PlanOptions& o, int cores);
+RankStepFigures measure_rank_step(const LlamaConfig& c, const PlanOptions& o, int cores);
+
 // One way to run the job: memory per rank and predicted time (every figure modeled).
 struct ShardPlan {
   ShardMode shard = ShardMode::None;
@@ -218,11 +254,16 @@ struct ShardPlan {
   std::string verdict;  // "fits: X of Y" or "does not fit: needs X, has Y"
   double flops = 0, comm_bytes = 0;
   bool timed = false;  // false when the device publishes no peak of the precision
+  // optimizer_s: AdamW's update (memory-bound, kAdamWBytesPerParam; with the step timed, the
+  // step's passes over the parameters as timed: AdamW, the gradient norm and zeroing).
   double compute_s = 0, optimizer_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0, tokens_per_s = 0;
   // This machine, ZeRO-2 and -3: the windows' pages, given back after use, come back as zeros the
   // next time they are written (src/train/paged.h): the kernel writes each byte a window takes in
   // a step once more, at the rank's memory bandwidth (planned_window_fill_bytes).
   double window_fill_s = 0;
+  // This machine, grads and full on several ranks: the core time the communication threads take
+  // from compute while the buckets reduce during backward (plan.cpp, plan_shard).
+  double comm_core_s = 0;
   Json to_json() const;
 };
 

@@ -41,5 +41,8 @@ void set_num_threads(int n);
 // Ranks a launcher started on this node (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
 // SLURM_NTASKS_PER_NODE); 1 without a launcher.
 int launcher_local_ranks();
+// Cores of this node (online processors), and those this process may run on (its affinity).
+int node_cores();
+int affinity_cores();
 
 }  // namespace genperf

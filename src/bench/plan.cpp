@@ -316,6 +316,149 @@ double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int 
   return flops / mean_s / 1e9 * shared;
 }
 
+namespace {
+
+// The probe's model: the job's widths with `layers` decoder layers.
+LlamaConfig probe_config(const LlamaConfig& c, int64_t layers) {
+  LlamaConfig p = c;
+  p.num_hidden_layers = layers;
+  return p;
+}
+
+constexpr int64_t kProbeLayers[2] = {1, 4};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Json RankStepFigures::to_json() const {
+  auto f = [](double v) { return Figure{v, FigureKind::Measured}.to_json(); };
+  return Json::Object{{"layer_forward_s", f(layer_forward_s)},
+                      {"layer_backward_s", f(layer_backward_s)},
+                      {"rest_forward_s", f(rest_forward_s)},
+                      {"rest_backward_s", f(rest_backward_s)},
+                      {"adamw_s_per_param", f(adamw_s_per_param)},
+                      {"zero_s_per_param", f(zero_s_per_param)},
+                      {"norm_s_per_param", f(norm_s_per_param)}};
+}
+
+double rank_step_probe_bytes(const LlamaConfig& c, const PlanOptions& o, int cores) {
+  const int threads = std::max(1, cores / o.ranks);
+  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  const LlamaConfig p = probe_config(c, kProbeLayers[1]);
+  TrainOptions t = o.train;
+  t.checkpoint_layers = false;
+  const LoraConfig* lora = o.lora ? &*o.lora : nullptr;
+  const double P = double(p.num_parameters()), trained = lora ? double(lora_parameters(p, *lora)) : P;
+  // Weights, the trained parameters' gradients and AdamW's two moments, and one step's activations.
+  const double bytes = 4 * P + 12 * trained + double(TrainModel::activation_memory(p, t, o.batch, o.seq, lora).total());
+  return bytes * together;
+}
+
+RankStepFigures measure_rank_step(const LlamaConfig& c, const PlanOptions& o, int cores) {
+  o.validate();
+  GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
+  const int threads = std::max(1, cores / o.ranks);
+  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  // Timed steps per model: at least 5, and enough for a second (at most 41), so that
+  // a short step's median is not one burst of a busy machine's.
+  constexpr int kMinReps = 5, kMaxReps = 41, kAdamReps = 3;
+  constexpr double kProbeSeconds = 1.0;
+  std::vector<double> warm(static_cast<size_t>(together));
+  struct Times {
+    double forward[2] = {0, 0}, backward[2] = {0, 0}, adamw_per_param = 0, zero_per_param = 0, norm_per_param = 0;
+  };
+  std::vector<Times> times(static_cast<size_t>(together));
+  std::barrier sync(together);
+  auto rank = [&](int r) {
+    set_num_threads(threads);  // OpenMP's thread count is each thread's own
+    TrainOptions t = o.train;
+    t.checkpoint_layers = false;  // the plan adds the recompute from the layers' forward
+    const int64_t n = o.batch * o.seq;
+    std::vector<int32_t> tokens(static_cast<size_t>(n)), targets(static_cast<size_t>(n));
+    uint64_t x = 0x9E3779B97F4A7C15ull * uint64_t(r + 1);
+    for (size_t i = 0; i < tokens.size(); ++i) {  // any tokens: the time does not depend on them
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      tokens[i] = int32_t((x >> 33) % uint64_t(c.vocab_size));
+      targets[i] = int32_t((x >> 13) % uint64_t(c.vocab_size));
+    }
+    for (int k = 0; k < 2; ++k) {
+      TrainModel m(probe_config(c, kProbeLayers[k]), /*seed=*/1, t);
+      if (o.lora) m.enable_lora(*o.lora);
+      std::vector<double> fwd, bwd;
+      int reps = kMinReps;
+      for (int rep = -1; rep < reps; ++rep) {  // rep -1: the warm-up (oneDNN's primitives, first touch)
+        m.zero_grad();
+        sync.arrive_and_wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        m.forward(tokens, targets, o.batch, o.seq);
+        const auto t1 = std::chrono::steady_clock::now();
+        m.backward();
+        const auto t2 = std::chrono::steady_clock::now();
+        if (rep < 0) {  // every rank takes the same count, from the slowest warm-up
+          warm[size_t(r)] = std::chrono::duration<double>(t2 - t0).count();
+          sync.arrive_and_wait();
+          const double slowest = *std::max_element(warm.begin(), warm.end());
+          reps = std::clamp(int(std::ceil(kProbeSeconds / std::max(slowest, 1e-6))), kMinReps, kMaxReps);
+          continue;
+        }
+        fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
+        bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
+      }
+      times[size_t(r)].forward[k] = median_of(fwd);
+      times[size_t(r)].backward[k] = median_of(bwd);
+      if (k == 1) {  // the passes over the parameters, in the order a step makes them
+        const std::span<float> params = m.trainable_params();
+        const std::vector<ParamSegment> segments = m.trainable_segments();
+        AdamW opt(params.size());
+        std::vector<double> zero, norm, adam;
+        auto timed = [&](std::vector<double>& into, auto&& pass, int rep) {
+          sync.arrive_and_wait();
+          const auto t0 = std::chrono::steady_clock::now();
+          pass();
+          if (rep >= 0) into.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        };
+        for (int rep = -1; rep < kAdamReps; ++rep) {
+          timed(zero, [&] { m.zero_grad(); }, rep);
+          timed(norm, [&] { clip_grad_norm(m.trainable_grads(), 1.0); }, rep);
+          timed(adam, [&] { opt.step(params, m.trainable_grads(), segments, 1e-6f); }, rep);
+        }
+        const double n = double(params.size());
+        times[size_t(r)].zero_per_param = median_of(zero) / n;
+        times[size_t(r)].norm_per_param = median_of(norm) / n;
+        times[size_t(r)].adamw_per_param = median_of(adam) / n;
+      }
+    }
+  };
+  const int before = num_threads();
+  {
+    std::vector<std::jthread> others;
+    for (int r = 1; r < together; ++r) others.emplace_back(rank, r);
+    rank(0);
+  }
+  set_num_threads(before);
+  // The mean over the ranks that ran at once; ranks beyond them take turns on the cores.
+  const double turns = double(o.ranks) / double(together);
+  auto mean = [&](auto get) {
+    double sum = 0;
+    for (const Times& t : times) sum += get(t);
+    return sum / double(together) * turns;
+  };
+  const double span = double(kProbeLayers[1] - kProbeLayers[0]);
+  RankStepFigures f;
+  f.layer_forward_s = std::max(0.0, mean([](const Times& t) { return t.forward[1] - t.forward[0]; }) / span);
+  f.layer_backward_s = std::max(0.0, mean([](const Times& t) { return t.backward[1] - t.backward[0]; }) / span);
+  f.rest_forward_s = std::max(0.0, mean([](const Times& t) { return t.forward[0]; }) - f.layer_forward_s);
+  f.rest_backward_s = std::max(0.0, mean([](const Times& t) { return t.backward[0]; }) - f.layer_backward_s);
+  f.adamw_s_per_param = mean([](const Times& t) { return t.adamw_per_param; });
+  f.zero_s_per_param = mean([](const Times& t) { return t.zero_per_param; });
+  f.norm_s_per_param = mean([](const Times& t) { return t.norm_per_param; });
+  return f;
+}
+
 DeviceSpec this_machine(const MachineFigures& m) {
   GP_CHECK(m.gemm_peak_gflops > 0 && m.memory_gbs > 0 && m.memory_bytes > 0,
            "[plan] this machine's figures must be positive, got GEMM peak ", m.gemm_peak_gflops,
@@ -337,8 +480,8 @@ DeviceSpec this_machine(const MachineFigures& m) {
                        "MemAvailable of /proc/meminfo");
   d.note = "only the peak of the precision asked for is measured";
   d.shared_by_ranks = true;
+  d.cores = m.cores;
   if (m.cores > 1 && m.core_peak_gflops > 0) {
-    d.cores = m.cores;
     d.one_core_share = std::min(1.0, m.core_peak_gflops / m.gemm_peak_gflops);
     d.note += cat("; one core reaches ", m.core_peak_gflops, " GFLOP/s alone, ", d.one_core_share,
                   " of the ", m.cores, "-core peak");
@@ -482,6 +625,12 @@ void PlanOptions::validate() const {
   GP_CHECK(bucket_bytes > 0, "[plan] the gradient bucket must be positive");
   GP_CHECK(!rank_gemm_gflops || *rank_gemm_gflops > 0, "[plan] a rank's GEMM rate must be positive, got ",
            rank_gemm_gflops ? *rank_gemm_gflops : 0.0);
+  GP_CHECK(!rank_step || (rank_step->layer_forward_s >= 0 && rank_step->layer_backward_s >= 0 &&
+                          rank_step->rest_forward_s >= 0 && rank_step->rest_backward_s >= 0 &&
+                          rank_step->adamw_s_per_param >= 0 && rank_step->zero_s_per_param >= 0 &&
+                          rank_step->norm_s_per_param >= 0 &&
+                          rank_step->forward_s(1) + rank_step->backward_s(1, false) > 0),
+           "[plan] a timed step's seconds must be non-negative and the step positive");
   GP_CHECK(!memory_cap_bytes || *memory_cap_bytes > 0, "[plan] --mem-gb must be positive, got ",
            memory_cap_bytes ? *memory_cap_bytes / 1e9 : 0.0);
 }
@@ -508,6 +657,7 @@ Json ShardPlan::to_json() const {
     j["compute_s"] = compute_s;
     j["optimizer_s"] = optimizer_s;
     j["window_fill_s"] = window_fill_s;
+    j["comm_core_s"] = comm_core_s;
     j["comm_s"] = comm_s;
     j["exposed_comm_s"] = exposed_comm_s;
     j["step_s"] = step_s;
@@ -548,6 +698,7 @@ Json PlanResult::to_json() const {
        Json::Object{{"efficiency", Figure{o.efficiency, o.efficiency_given ? FigureKind::Given : FigureKind::Modeled}.to_json()},
                     {"comm_efficiency", o.comm_efficiency},
                     {"rank_gemm_gflops", o.rank_gemm_gflops ? Figure{*o.rank_gemm_gflops, FigureKind::Measured}.to_json() : Json()},
+                    {"rank_step", o.rank_step ? o.rank_step->to_json() : Json()},
                     {"overlap", plan_overlap_name(o.overlap)},
                     {"bucket_bytes", int64_t(o.bucket_bytes)},
                     {"adamw_bytes_per_param", kAdamWBytesPerParam},
@@ -633,15 +784,32 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   const std::optional<Figure> peak = d.peak_tflops(o.train.precision);
   if (!peak) return p;
   p.timed = true;
-  // FLOP/s of the step: the matmuls' rate at this job's shapes where it was timed, else the peak.
-  const double rate = (o.rank_gemm_gflops ? *o.rank_gemm_gflops * 1e9 : peak->value * 1e12) * o.efficiency;
-  p.compute_s = p.flops / rate;
-  // Forward is a third of full training's step (LoRA's forward is the same); backward the rest
-  // (and the recompute).
-  const double forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / rate;
-  const double backward_s = p.compute_s - forward_s;
   const double owned = double(s == ShardMode::None ? size_t(P) : ceil_div(P, N));
-  p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
+  double forward_s, backward_s;
+  if (o.rank_step) {  // the job's step, timed on this machine
+    const double e = o.efficiency_given ? o.efficiency : 1.0;
+    forward_s = o.rank_step->forward_s(c.num_hidden_layers) / e;
+    backward_s = o.rank_step->backward_s(c.num_hidden_layers, checkpoint) / e;
+    p.compute_s = forward_s + backward_s;
+    // The step's passes over the parameters (DataParallel::step): AdamW over the rank's own;
+    // the gradient norm over its shard where sharded, else over all; zero_grad over all unless
+    // the gradients are a window (ZeRO-2 and -3 refill it as zeros: window_fill_s), where the
+    // shard's gradients are zeroed instead.
+    const bool sharded = s != ShardMode::None && N > 1;
+    const bool window = (s == ShardMode::Grads || s == ShardMode::Full) && N > 1;
+    const RankStepFigures& t = *o.rank_step;
+    p.optimizer_s = owned * t.adamw_s_per_param + (sharded ? owned : double(P)) * t.norm_s_per_param +
+                    (window ? owned : double(P)) * t.zero_s_per_param;
+  } else {
+    // FLOP/s of the step: the matmuls' rate at this job's shapes where it was timed, else the peak.
+    const double rate = (o.rank_gemm_gflops ? *o.rank_gemm_gflops * 1e9 : peak->value * 1e12) * o.efficiency;
+    p.compute_s = p.flops / rate;
+    // Forward is a third of full training's step (LoRA's forward is the same); backward the rest
+    // (and the recompute).
+    forward_s = train_step_flops(c, o.batch, o.seq) / 3.0 / rate;
+    backward_s = p.compute_s - forward_s;
+    p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
+  }
   if (N > 1) {
     // Seconds of each collective over all P parameters: at the measured bus bandwidths (plan
     // --comm, a job of this rank count), else at the link's (an all-reduce sends two passes).
@@ -684,7 +852,17 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   }
   if (d.shared_by_ranks)  // a catalogued accelerator's memory would be a caching allocator's: no faults
     p.window_fill_s = planned_window_fill_bytes(P, F, s, N, lora != nullptr) / (d.memory_gbs.value * 1e9);
-  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s + p.window_fill_s;
+  // This machine, grads and full: their buckets reduce during backward (--comm-overlap auto keeps
+  // it, the windows drain so), and with the ranks filling the cores the communication threads'
+  // copies and additions run on the cores compute uses. Nothing hides: the collectives' seconds
+  // are exposed, and their core time is taken from compute besides: the seconds times the share
+  // of a core a rank has (1 while each rank has a core; collectives at more ranks than cores ran
+  // time-shared, so their seconds hold less core time).
+  if (d.shared_by_ranks && N > 1 && (s == ShardMode::Grads || s == ShardMode::Full)) {
+    p.exposed_comm_s = p.comm_s;
+    p.comm_core_s = p.comm_s * (d.cores > 0 ? std::min(1.0, double(d.cores) / double(N)) : 1.0 / double(N));
+  }
+  p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s + p.window_fill_s + p.comm_core_s;
   p.tokens_per_s = double(N) * double(o.batch * o.seq) / p.step_s;
   return p;
 }
@@ -796,7 +974,17 @@ PlanResult plan_job(const LlamaConfig& c, const DeviceSpec& d, const PlanOptions
     r.notes.push_back(cat("the ", o.ranks, " ranks share ", d.name, ": each gets 1/", o.ranks,
                           " of its memory bandwidth, link and memory", of_peak));
   }
-  if (o.rank_gemm_gflops && !o.inference)
+  if (o.rank_step && !o.inference)
+    r.notes.push_back(cat("compute and AdamW from this job's step, timed at its shapes on this machine (measured): a "
+                          "layer ", sig(1e3 * o.rank_step->forward_s(1) - 1e3 * o.rank_step->rest_forward_s), " + ",
+                          sig(1e3 * (o.rank_step->backward_s(1, false) - o.rank_step->rest_backward_s)),
+                          " ms forward + backward, the rest ", sig(1e3 * o.rank_step->rest_forward_s), " + ",
+                          sig(1e3 * o.rank_step->rest_backward_s), " ms, AdamW ",
+                          sig(1e9 * o.rank_step->adamw_s_per_param), " ns a parameter (zeroing the gradients ",
+                          sig(1e9 * o.rank_step->zero_s_per_param), ", their norm ",
+                          sig(1e9 * o.rank_step->norm_s_per_param), ")",
+                          o.efficiency_given ? cat(", over an efficiency of ", o.efficiency) : std::string()));
+  else if (o.rank_gemm_gflops && !o.inference)
     r.notes.push_back(cat("compute at ", sig(*o.rank_gemm_gflops), " GFLOP/s a rank x ", o.efficiency,
                           ": the rate this job's matmuls reached, timed at its shapes on this machine (measured)"));
   r.capacity = share.memory_bytes;

@@ -3,6 +3,7 @@
 #include <cpuid.h>
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -158,6 +159,16 @@ int launcher_local_ranks() {
     }
   }
   return 1;
+}
+
+int node_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : omp_get_num_procs();
+}
+
+int affinity_cores() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : node_cores();
 }
 
 int num_threads() {

@@ -72,6 +72,20 @@ ShardMode parse_shard_mode(std::string_view s) {
   fail("[train] unknown --shard '", s, "': expected none, optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)");
 }
 
+CommOverlap parse_comm_overlap(std::string_view s) {
+  if (s == "auto") return CommOverlap::Auto;
+  if (s == "on") return CommOverlap::On;
+  if (s == "off") return CommOverlap::Off;
+  fail("[train] unknown --comm-overlap '", s, "': expected auto, on or off");
+}
+
+bool resolve_comm_overlap(CommOverlap o, ShardMode s, int local_ranks, int threads, int node_cores,
+                          int affinity_cores) {
+  if (o != CommOverlap::Auto) return o == CommOverlap::On;
+  if (s == ShardMode::Grads || s == ShardMode::Full) return true;
+  return int64_t(local_ranks) * threads < node_cores && affinity_cores > threads;
+}
+
 Json ModelStateBytes::to_json() const {
   return Json::Object{{"params", int64_t(params)},
                       {"grads", int64_t(grads)},

@@ -360,7 +360,24 @@ TEST(Plan, ThisMachineIsLabelledMeasured) {
   EXPECT_DOUBLE_EQ(find(r.plans, ShardMode::Grads).window_fill_s, 4 * P / 40e9);
   const ShardPlan& full = find(r.plans, ShardMode::Full);
   EXPECT_DOUBLE_EQ(full.window_fill_s, 12 * P / 40e9);
-  EXPECT_DOUBLE_EQ(full.step_s, full.compute_s + full.optimizer_s + full.exposed_comm_s + full.window_fill_s);
+  EXPECT_DOUBLE_EQ(full.step_s, full.compute_s + full.optimizer_s + full.exposed_comm_s + full.window_fill_s +
+                                    full.comm_core_s);
+  // Grads and full reduce during backward on cores the ranks fill: nothing hides, and the
+  // collectives' core time is taken from compute (a core's share a rank: the machine's cores are
+  // unknown here, so 1/N).
+  for (ShardMode s : {ShardMode::Grads, ShardMode::Full}) {
+    const ShardPlan& w = find(r.plans, s);
+    EXPECT_DOUBLE_EQ(w.exposed_comm_s, w.comm_s);
+    EXPECT_DOUBLE_EQ(w.comm_core_s, w.comm_s / 2);
+  }
+  EXPECT_DOUBLE_EQ(p.comm_core_s, 0.0);
+  DeviceSpec two = d;
+  two.cores = 2;
+  EXPECT_DOUBLE_EQ(find(plan_job(c, two, o).plans, ShardMode::Grads).comm_core_s,
+                   find(plan_job(c, two, o).plans, ShardMode::Grads).comm_s);  // a core a rank
+  o.ranks = 4;
+  EXPECT_DOUBLE_EQ(find(plan_job(c, two, o).plans, ShardMode::Full).comm_core_s,
+                   find(plan_job(c, two, o).plans, ShardMode::Full).comm_s / 2);  // two ranks a core
   EXPECT_DOUBLE_EQ(planned_window_fill_bytes(100, 1000, ShardMode::Full, 2, true), 1200.0 + 8000.0);
   EXPECT_DOUBLE_EQ(planned_window_fill_bytes(100, 1000, ShardMode::Full, 1, true), 0.0);
   m.memory_gbs = 0;
@@ -401,6 +418,50 @@ TEST(Plan, ComputeAtTheRateOfTheJobsMatmuls) {
   EXPECT_THROW(o.validate(), Error);
 }
 
+// The job's step, timed: compute is its layers and the rest (the recompute of the layers'
+// forward under checkpointing), the passes over the parameters are each mode's, and an efficiency
+// applies only where given.
+TEST(Plan, ComputeFromTheTimedStep) {
+  const DeviceSpec d = this_machine(machine());
+  const LlamaConfig c = preset_config("tiny");
+  const double L = double(c.num_hidden_layers);
+  RankStepFigures t;
+  t.layer_forward_s = 0.01, t.layer_backward_s = 0.02, t.rest_forward_s = 0.003, t.rest_backward_s = 0.005;
+  t.adamw_s_per_param = 1e-9, t.zero_s_per_param = 2e-10, t.norm_s_per_param = 3e-10;
+  PlanOptions o = options(2, 1, 32);
+  o.overlap = PlanOverlap::None;
+  o.rank_step = t;
+  o.rank_gemm_gflops = 12.5;  // not used beside a timed step
+  const PlanResult r = plan_job(c, d, o);
+  const double P = double(c.num_parameters()), half = double((c.num_parameters() + 1) / 2);
+  for (const ShardPlan& p : r.plans) {
+    SCOPED_TRACE(shard_mode_name(p.shard));
+    EXPECT_DOUBLE_EQ(p.compute_s, 0.003 + 0.005 + L * 0.03);
+    const bool sharded = p.shard != ShardMode::None, window = p.shard == ShardMode::Grads || p.shard == ShardMode::Full;
+    const double own = sharded ? half : P;
+    EXPECT_NEAR(p.optimizer_s, own * 1e-9 + (sharded ? half : P) * 3e-10 + (window ? half : P) * 2e-10, 1e-15);
+  }
+  for (const ShardPlan& p : r.alternative) EXPECT_DOUBLE_EQ(p.compute_s, 0.003 + 0.005 + L * 0.04);
+  const Json j = r.to_json();
+  EXPECT_EQ(j.at("assumptions").at("rank_step").at("layer_forward_s").at("kind").as_string(), "measured");
+  o.efficiency = 0.5;
+  o.efficiency_given = true;
+  EXPECT_DOUBLE_EQ(plan_job(c, d, o).plans[0].compute_s, 2 * (0.003 + 0.005 + L * 0.03));
+  o.rank_step->rest_backward_s = -1;
+  EXPECT_THROW(o.validate(), Error);
+
+  // The probe on the tests' tiny model: every figure positive, and four ranks on one core take
+  // turns (each rank's step is at least twice one rank's; four times, less the noise).
+  const RankStepFigures one = measure_rank_step(c, options(1, 1, 32), 1);
+  for (double v : {one.forward_s(2), one.backward_s(2, false), one.adamw_s_per_param, one.zero_s_per_param,
+                   one.norm_s_per_param})
+    EXPECT_GT(v, 0);
+  EXPECT_GT(one.layer_forward_s + one.layer_backward_s, 0);
+  const RankStepFigures four = measure_rank_step(c, options(4, 1, 32), 1);
+  EXPECT_GT(four.forward_s(2) + four.backward_s(2, false), 2 * (one.forward_s(2) + one.backward_s(2, false)));
+  EXPECT_GT(rank_step_probe_bytes(c, options(4, 1, 32), 4), 4 * 4.0 * double(preset_config("tiny").hidden_size));
+}
+
 TEST(Plan, InferenceWeightsAndKvCache) {
   const LlamaConfig c = preset_config("default");
   PlanOptions o = options(1, 3, 1024);
@@ -426,6 +487,22 @@ TEST(Plan, OptionsAreChecked) {
   EXPECT_EQ(parse_shard_mode("grads"), ShardMode::Grads);
   EXPECT_THROW(parse_shard_mode("zero2"), Error);
   EXPECT_THROW(parse_plan_overlap("always"), Error);
+}
+
+// --comm-overlap auto: on where the ranks' threads leave the node a core, off where they fill it.
+TEST(Plan, CommOverlapAutoNeedsASpareCore) {
+  EXPECT_EQ(parse_comm_overlap("auto"), CommOverlap::Auto);
+  EXPECT_THROW(parse_comm_overlap("yes"), Error);
+  const ShardMode none = ShardMode::None;
+  EXPECT_FALSE(resolve_comm_overlap(CommOverlap::Auto, none, 2, 1, 2, 2));  // 2 ranks x 1 thread on 2 cores
+  EXPECT_FALSE(resolve_comm_overlap(CommOverlap::Auto, ShardMode::Optimizer, 4, 1, 2, 2));  // oversubscribed
+  EXPECT_TRUE(resolve_comm_overlap(CommOverlap::Auto, none, 2, 3, 8, 8));   // 6 of 8 cores busy
+  EXPECT_FALSE(resolve_comm_overlap(CommOverlap::Auto, none, 2, 3, 8, 3));  // each rank bound to its 3 cores
+  // Sharded gradients drain their window during backward: always, unless told otherwise.
+  EXPECT_TRUE(resolve_comm_overlap(CommOverlap::Auto, ShardMode::Grads, 2, 1, 2, 2));
+  EXPECT_TRUE(resolve_comm_overlap(CommOverlap::Auto, ShardMode::Full, 4, 1, 2, 2));
+  EXPECT_TRUE(resolve_comm_overlap(CommOverlap::On, none, 4, 1, 2, 2));
+  EXPECT_FALSE(resolve_comm_overlap(CommOverlap::Off, ShardMode::Full, 1, 1, 8, 8));
 }
 
 TEST(PlanCli, CatalogueJsonIsLabelledModeled) {

@@ -46,18 +46,24 @@ void print_device(const PlanResult& r) {
 
 void print_plans(const PlanResult& r, const std::string& chosen) {
   const PlanOptions& o = r.options;
-  std::printf("plan       %d %s x batch %lld x seq %lld, %s, %s attention, %s%% of the peak [%s], %s%% of the link, "
+  // The compute model: the job's step timed (over an efficiency only where given), or a rate
+  // (the matmuls' timed, or the peak) times the efficiency.
+  const std::string compute =
+      o.rank_step ? (o.efficiency_given ? cat("the step timed [measured] over ", o.efficiency * 100, "% [given]")
+                                        : std::string("the step timed [measured]"))
+                  : cat(o.efficiency * 100, "% of ", o.rank_gemm_gflops ? "the matmuls' timed rate" : "the peak", " [",
+                        o.efficiency_given ? "given" : "modeled", "]");
+  std::printf("plan       %d %s x batch %lld x seq %lld, %s, %s attention, %s, %s%% of the link, "
               "overlap %s, bucket %.0f MiB\n",
               o.ranks, o.ranks == 1 ? "rank" : "ranks", (long long)o.batch, (long long)o.seq,
-              precision_name(o.train.precision), attention_mode_name(o.train.attention),
-              cat(o.efficiency * 100).c_str(), o.efficiency_given ? "given" : "modeled",
+              precision_name(o.train.precision), attention_mode_name(o.train.attention), compute.c_str(),
               cat(o.comm_efficiency * 100).c_str(), plan_overlap_name(o.overlap), double(o.bucket_bytes) / (1 << 20));
   if (o.lora)
     std::printf("LoRA       rank %d on %s: weights, grads and optimizer are the adapters'; frozen is the base's\n",
                 o.lora->rank, joined(o.lora->targets, ',').c_str());
   std::printf("%-12s %-4s %9s %9s %9s%s %9s %9s %9s  %-4s %10s %10s %12s   (GB per rank; every figure modeled)\n",
               "shard", "ckpt", "weights", "grads", "optimizer", o.lora ? "    frozen" : "",
-              "activ", "comm buf", "total", "fits", "step s", "exposed s", "tokens/s");
+              "activ", "comm buf", "total", "fits", "step s", "comm s", "tokens/s");
   auto row = [&](const ShardPlan& p) {
     const bool rec = r.recommended && r.recommended->shard == p.shard &&
                      r.recommended->checkpoint_layers == p.checkpoint_layers;
@@ -67,7 +73,7 @@ void print_plans(const PlanResult& r, const std::string& chosen) {
     if (o.lora) std::printf(" %9.3f", double(p.state.frozen) / 1e9);
     std::printf(" %9.3f %9.3f %9.3f  %-4s", double(p.activations.total()) / 1e9, double(p.comm_buffers) / 1e9,
                 double(p.total()) / 1e9, p.fits ? "yes" : "no");
-    if (p.timed) std::printf(" %10.4g %10.4g %12.1f\n", p.step_s, p.exposed_comm_s, p.tokens_per_s);
+    if (p.timed) std::printf(" %10.4g %10.4g %12.1f\n", p.step_s, p.exposed_comm_s + p.comm_core_s, p.tokens_per_s);
     else std::printf(" %10s %10s %12s\n", "-", "-", "-");
   };
   for (const ShardPlan& p : r.plans) row(p);
@@ -111,7 +117,7 @@ int cmd_plan(int argc, char** argv) {
           {"checkpoint-layers", "recompute each layer's forward in backward (the other setting is planned too)", "", true},
           {"attn", "attention: flash or naive", "flash"},
           {"efficiency", "fraction of the device's peak (on this machine: of the rate the job's matmuls reach, timed) "
-                         "the step reaches (default 0.7, an assumption)", "", false, true},
+                         "the step reaches (default 0.7, an assumption; 1 with the step timed)", "", false, true},
           {"comm-efficiency", "fraction of the link bandwidth a collective reaches", "1"},
           {"overlap", "communication hidden behind backward: buckets or none (default: buckets on a catalogued "
                       "device, none on this machine)", "", false, true},
@@ -122,8 +128,10 @@ int cmd_plan(int argc, char** argv) {
           {"peak-gflops", "this machine: its GEMM peak (GFLOP/s, all threads) from an earlier measurement", "", false, true},
           {"core-peak-gflops", "with --peak-gflops: the same GEMM's peak on one thread (ranks then get what their threads reach)", "", false, true},
           {"bandwidth-gbs", "this machine: its read bandwidth (GB/s) from an earlier measurement", "", false, true},
-          {"no-gemm-probe", "this machine: plan compute at the ranks' share of the 2048^3 GEMM peak instead of "
-                            "timing the job's own matmuls at its shapes", "", true},
+          {"probe", "this machine: how compute is planned: step (the job's step timed at its shapes, a layer and the "
+                    "rest, and AdamW; where the probe's models do not fit half the memory, matmuls), matmuls (the "
+                    "job's matmuls timed, over an efficiency) or none (the ranks' share of the 2048^3 GEMM peak)",
+           "step"},
           {"comm", "this machine: `genperf bench comm --out` records (comma-separated), each used for jobs of its "
                    "rank count in place of the modeled link", "", false, true},
           {"inference", "plan inference instead: weights and KV cache", "", true},
@@ -176,6 +184,9 @@ int cmd_plan(int argc, char** argv) {
     o.validate();  // before a measurement of seconds
   }
   const bool json = a.flag("json");
+  const std::string probe = a.str("probe");
+  GP_CHECK(probe == "step" || probe == "matmuls" || probe == "none", "[plan] unknown --probe '", probe,
+           "' (known: step, matmuls, none)");
   DeviceSpec d;
   if (cpu) {
     // This machine runs the precision its CPU has (bf16 falls back to f32 without AVX512-BF16).
@@ -186,10 +197,8 @@ int cmd_plan(int argc, char** argv) {
     if (a.has("peak-gflops")) {
       m.precision = o.train.precision;
       m.gemm_peak_gflops = a.number("peak-gflops");
-      if (a.has("core-peak-gflops")) {
-        m.core_peak_gflops = a.number("core-peak-gflops");
-        m.cores = num_threads();
-      }
+      m.cores = num_threads();
+      if (a.has("core-peak-gflops")) m.core_peak_gflops = a.number("core-peak-gflops");
       m.memory_gbs = a.number("bandwidth-gbs");
       m.memory_bytes = double(available_memory_bytes());
       m.kind = FigureKind::Given;
@@ -214,7 +223,16 @@ int cmd_plan(int argc, char** argv) {
       if (f.ranks == n) d.collectives = f;
     // This machine: the job's matmuls timed at its shapes, with the threads a rank runs.
     o.rank_gemm_gflops.reset();
-    if (cpu && !o.inference && !a.flag("no-gemm-probe")) o.rank_gemm_gflops = measure_rank_gemm_gflops(c, o, num_threads());
+    o.rank_step.reset();
+    if (cpu && !o.inference && probe == "step") {
+      if (rank_step_probe_bytes(c, o, num_threads()) <= 0.5 * double(available_memory_bytes()))
+        o.rank_step = measure_rank_step(c, o, num_threads());
+      else if (!json)
+        std::fprintf(stderr, "[plan] the step probe's models need more than half the free memory: timing the "
+                             "matmuls instead\n");
+    }
+    if (cpu && !o.inference && probe != "none" && !o.rank_step)
+      o.rank_gemm_gflops = measure_rank_gemm_gflops(c, o, num_threads());
     PlanResult r = plan_job(c, d, o);
     r.model = spec;
     if (!json) {

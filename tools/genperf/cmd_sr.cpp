@@ -117,7 +117,7 @@ int cmd_sr_train(int argc, char** argv) {
           {"blur", "degradation blur sigma in output pixels (-1: 0.5 x scale)", "-1"},
           {"noise", "degradation noise, a fraction of the input's standard deviation", "0"},
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kCommOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);
@@ -380,7 +380,7 @@ int cmd_bench_sr(int argc, char** argv) {
           {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           kOut,
           {"grad-accum", "micro-batches per step across all ranks (divides --batch; default: the ranks)", "", false, true},
-          kPrecision, kShard, kBucketMb, kNoOverlap, kThreads, kJson},
+          kPrecision, kShard, kBucketMb, kCommOverlap, kThreads, kJson},
          argc, argv, 3);
   if (run_help(a)) return 0;
   apply_common(a);

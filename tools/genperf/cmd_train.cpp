@@ -53,7 +53,7 @@ std::vector<OptionSpec> training_options(const char* lr, const char* steps, cons
           {"precision", "compute precision: f32 or bf16 (bf16 needs AVX512-BF16; f32 otherwise)", "f32"},
           {"checkpoint-layers", "recompute each layer's forward in backward (less memory)", "", true},
           {"dtype", "weight type of the exported model (f32, f16, bf16)", "bf16"},
-          kShard, kBucketMb, kNoOverlap,
+          kShard, kBucketMb, kCommOverlap,
           {"mem-gb", "memory per rank (GB): refuse a job the planner says does not fit, before it starts", "", false, true},
           {"log-every", "print a line every N steps", "10"},
           kThreads,

@@ -24,7 +24,14 @@ inline const OptionSpec kDtype{"dtype", "weight type of a random:<shape> model (
 // Data parallel across ranks (mpirun -np N), for the training verbs; read by dist_options.
 inline const OptionSpec kShard{"shard", "across ranks (mpirun -np N): none (data parallel), optimizer (ZeRO-1), grads (ZeRO-2) or full (ZeRO-3, FSDP)", "none"};
 inline const OptionSpec kBucketMb{"bucket-mb", "gradient bucket in MiB, reduced while backward runs (PyTorch DDP's 25)", "25"};
-inline const OptionSpec kNoOverlap{"no-overlap", "reduce gradients after backward instead of during it", "", true};
+inline const OptionSpec kCommOverlap{"comm-overlap", "reduce gradient buckets during backward: on, off, or auto (on "
+                                     "for --shard grads and full, whose windows rely on it; otherwise on where the "
+                                     "ranks' threads leave this node a core for communication, off where they fill "
+                                     "its cores)", "auto"};
+inline bool comm_overlap(const Args& a, ShardMode s) {
+  return resolve_comm_overlap(parse_comm_overlap(a.str("comm-overlap")), s, launcher_local_ranks(), num_threads(),
+                              node_cores(), affinity_cores());
+}
 inline DistOptions dist_options(const Args& a) {
   DistOptions d;
   d.comm = &world();
@@ -32,7 +39,7 @@ inline DistOptions dist_options(const Args& a) {
   const double mb = a.number("bucket-mb");
   GP_CHECK(mb > 0 && mb <= 4096, "[train] --bucket-mb must lie in (0, 4096], got ", mb);
   d.bucket_bytes = size_t(mb * 1024 * 1024);
-  d.overlap = !a.flag("no-overlap");
+  d.overlap = comm_overlap(a, d.shard);
   return d;
 }
 inline const OptionSpec kKvType{"kv-type", "KV cache type: f32, f16 / bf16 (half the bytes, llama.cpp's default f16) or q8_0", "f32"};

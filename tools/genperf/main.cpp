@@ -247,7 +247,7 @@ int cmd_bench_train(int argc, char** argv) {
           {"reps", "timed steps after one warm-up step", "3"}, {"no-peaks", "skip measuring the GEMM peak (no MFU)", "", true},
           {"shard", "across ranks (mpirun -np N; --batch is per rank): none, optimizer, grads or full (ZeRO-1, 2, 3)", "none"},
           {"bucket-mb", "gradient bucket in MiB", "25"},
-          {"no-overlap", "reduce gradients after backward instead of during it", "", true},
+          kCommOverlap,
           {"inflight-buckets", "grads and full: buckets that may still be reducing while backward goes on "
            "(beyond them backward waits for the oldest); 0: no limit", "2"},
           kOut, kThreads, kJson},
@@ -280,7 +280,7 @@ int cmd_bench_train(int argc, char** argv) {
   o.dist.shard = parse_shard_mode(a.str("shard"));
   GP_CHECK(a.number("bucket-mb") > 0, "[bench train] --bucket-mb must be positive");
   o.dist.bucket_bytes = size_t(a.number("bucket-mb") * 1024 * 1024);
-  o.dist.overlap = !a.flag("no-overlap");
+  o.dist.overlap = comm_overlap(a, o.dist.shard);
   GP_CHECK(a.integer("inflight-buckets") >= 0, "[bench train] --inflight-buckets must be 0 (no limit) or more, got ",
            a.str("inflight-buckets"));
   o.dist.inflight_buckets = a.integer("inflight-buckets") == 0 ? SIZE_MAX : size_t(a.integer("inflight-buckets"));
