@@ -262,7 +262,8 @@ struct ShardPlan {
   // a step once more, at the rank's memory bandwidth (planned_window_fill_bytes).
   double window_fill_s = 0;
   // This machine, grads and full on several ranks: the core time the communication threads take
-  // from compute while the buckets reduce during backward (plan.cpp, plan_shard).
+  // from compute while collectives run beside it (grads' reduce-scatter, all of full's; plan.cpp,
+  // plan_shard).
   double comm_core_s = 0;
   Json to_json() const;
 };

@@ -810,6 +810,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
     backward_s = p.compute_s - forward_s;
     p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
   }
+  double beside_compute_s = 0;  // grads: the reduce-scatter's seconds (it runs during backward)
   if (N > 1) {
     // Seconds of each collective over all P parameters: at the measured bus bandwidths (plan
     // --comm, a job of this rank count), else at the link's (an all-reduce sends two passes).
@@ -839,6 +840,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
       case ShardMode::Optimizer:
       case ShardMode::Grads:  // reduce-scatter during backward, all-gather after the update
         p.comm_s = reduce_scatter_s + all_gather_s;
+        beside_compute_s = reduce_scatter_s;
         p.exposed_comm_s = exposed(reduce_scatter_s, reduce_scatter_s * bucket, backward_s, o.overlap) + all_gather_s;
         break;
       case ShardMode::Full: {  // gather in forward; gather and reduce-scatter in backward
@@ -855,12 +857,15 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   // This machine, grads and full: their buckets reduce during backward (--comm-overlap auto keeps
   // it, the windows drain so), and with the ranks filling the cores the communication threads'
   // copies and additions run on the cores compute uses. Nothing hides: the collectives' seconds
-  // are exposed, and their core time is taken from compute besides: the seconds times the share
-  // of a core a rank has (1 while each rank has a core; collectives at more ranks than cores ran
-  // time-shared, so their seconds hold less core time).
+  // are exposed, and the core time of those that run beside compute is taken from it besides:
+  // their seconds times the share of a core a rank has (1 while each rank has a core;
+  // collectives at more ranks than cores ran time-shared, so their seconds hold less core time).
+  // Beside compute run grads' reduce-scatter (its all-gather follows the update, with compute
+  // idle) and all of full's collectives (gathers in forward and backward, the reduce-scatter).
   if (d.shared_by_ranks && N > 1 && (s == ShardMode::Grads || s == ShardMode::Full)) {
     p.exposed_comm_s = p.comm_s;
-    p.comm_core_s = p.comm_s * (d.cores > 0 ? std::min(1.0, double(d.cores) / double(N)) : 1.0 / double(N));
+    p.comm_core_s = (s == ShardMode::Grads ? beside_compute_s : p.comm_s) *
+                    (d.cores > 0 ? std::min(1.0, double(d.cores) / double(N)) : 1.0 / double(N));
   }
   p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s + p.window_fill_s + p.comm_core_s;
   p.tokens_per_s = double(N) * double(o.batch * o.seq) / p.step_s;
