@@ -15,8 +15,10 @@
 #include <thread>
 
 #include "bench/peaks.h"
+#include "genperf/bench.h"
 #include "genperf/error.h"
 #include "genperf/ops_train.h"
+#include "genperf/rng.h"
 #include "genperf/runtime.h"
 
 namespace genperf {
@@ -240,14 +242,26 @@ MachineFigures measure_this_machine(Precision p) {
   return m;
 }
 
+namespace {
+
+// A rank's threads (genperf's default: cores / ranks) and how many ranks run at once on `cores`
+// (the others wait for a core). The probes time the ranks that run at once in step with each
+// other, so that each figure is what a rank gets beside them (memory bandwidth and cache
+// shared), not alone.
+struct RankThreads {
+  int threads, together;
+};
+RankThreads rank_threads(const PlanOptions& o, int cores) {
+  const int threads = std::max(1, cores / o.ranks);
+  return {threads, std::min(o.ranks, std::max(1, cores / threads))};
+}
+
+}  // namespace
+
 double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int cores) {
   o.validate();
   GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
-  const int threads = std::max(1, cores / o.ranks);
-  // The ranks that run at once (the others wait for a core): each times its own operands, in
-  // step with the others, so that the rate is what a rank gets beside them (memory bandwidth and
-  // cache shared), not alone.
-  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  const auto [threads, together] = rank_threads(o, cores);
   const int64_t N = o.batch * o.seq, C = c.hidden_size, FF = c.intermediate_size;
   const bool frozen = o.lora.has_value();  // LoRA: no gradient of the base weights
   const bool bf16 = o.train.precision == Precision::Bf16;
@@ -327,10 +341,7 @@ LlamaConfig probe_config(const LlamaConfig& c, int64_t layers) {
 
 constexpr int64_t kProbeLayers[2] = {1, 4};
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double median_of(std::vector<double> v) { return Stats::of(std::move(v)).median; }
 
 }  // namespace
 
@@ -346,8 +357,7 @@ Json RankStepFigures::to_json() const {
 }
 
 double rank_step_probe_bytes(const LlamaConfig& c, const PlanOptions& o, int cores) {
-  const int threads = std::max(1, cores / o.ranks);
-  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  const int together = rank_threads(o, cores).together;
   const LlamaConfig p = probe_config(c, kProbeLayers[1]);
   TrainOptions t = o.train;
   t.checkpoint_layers = false;
@@ -361,8 +371,7 @@ double rank_step_probe_bytes(const LlamaConfig& c, const PlanOptions& o, int cor
 RankStepFigures measure_rank_step(const LlamaConfig& c, const PlanOptions& o, int cores) {
   o.validate();
   GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
-  const int threads = std::max(1, cores / o.ranks);
-  const int together = std::min(o.ranks, std::max(1, cores / threads));
+  const auto [threads, together] = rank_threads(o, cores);
   // Timed steps per model: at least 5, and enough for a second (at most 41), so that
   // a short step's median is not one burst of a busy machine's.
   constexpr int kMinReps = 5, kMaxReps = 41, kAdamReps = 3;
@@ -379,11 +388,10 @@ RankStepFigures measure_rank_step(const LlamaConfig& c, const PlanOptions& o, in
     t.checkpoint_layers = false;  // the plan adds the recompute from the layers' forward
     const int64_t n = o.batch * o.seq;
     std::vector<int32_t> tokens(static_cast<size_t>(n)), targets(static_cast<size_t>(n));
-    uint64_t x = 0x9E3779B97F4A7C15ull * uint64_t(r + 1);
-    for (size_t i = 0; i < tokens.size(); ++i) {  // any tokens: the time does not depend on them
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      tokens[i] = int32_t((x >> 33) % uint64_t(c.vocab_size));
-      targets[i] = int32_t((x >> 13) % uint64_t(c.vocab_size));
+    Rng rng(uint64_t(r) + 1);  // any tokens: the time does not depend on them
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = int32_t(rng.next() % uint64_t(c.vocab_size));
+      targets[i] = int32_t(rng.next() % uint64_t(c.vocab_size));
     }
     for (int k = 0; k < 2; ++k) {
       TrainModel m(probe_config(c, kProbeLayers[k]), /*seed=*/1, t);
@@ -810,7 +818,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
     backward_s = p.compute_s - forward_s;
     p.optimizer_s = kAdamWBytesPerParam * owned / (d.memory_gbs.value * 1e9);
   }
-  double beside_compute_s = 0;  // grads: the reduce-scatter's seconds (it runs during backward)
+  double beside_compute_s = 0;  // of the collectives that run while compute does
   if (N > 1) {
     // Seconds of each collective over all P parameters: at the measured bus bandwidths (plan
     // --comm, a job of this rank count), else at the link's (an all-reduce sends two passes).
@@ -846,6 +854,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
       case ShardMode::Full: {  // gather in forward; gather and reduce-scatter in backward
         const double back = all_gather_s + reduce_scatter_s;
         p.comm_s = all_gather_s + back;
+        beside_compute_s = p.comm_s;
         p.exposed_comm_s = exposed(all_gather_s, all_gather_s * unit, forward_s, o.overlap) +
                            exposed(back, back * unit, backward_s, o.overlap);
         break;
@@ -864,7 +873,7 @@ ShardPlan plan_shard(const LlamaConfig& c, const DeviceSpec& d, const PlanOption
   // idle) and all of full's collectives (gathers in forward and backward, the reduce-scatter).
   if (d.shared_by_ranks && N > 1 && (s == ShardMode::Grads || s == ShardMode::Full)) {
     p.exposed_comm_s = p.comm_s;
-    p.comm_core_s = (s == ShardMode::Grads ? beside_compute_s : p.comm_s) *
+    p.comm_core_s = beside_compute_s *
                     (d.cores > 0 ? std::min(1.0, double(d.cores) / double(N)) : 1.0 / double(N));
   }
   p.step_s = p.compute_s + p.optimizer_s + p.exposed_comm_s + p.window_fill_s + p.comm_core_s;
