@@ -261,7 +261,8 @@ RankThreads rank_threads(const PlanOptions& o, int cores) {
 double measure_rank_gemm_gflops(const LlamaConfig& c, const PlanOptions& o, int cores) {
   o.validate();
   GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
-  const auto [threads, together] = rank_threads(o, cores);
+  const RankThreads rt = rank_threads(o, cores);  // plain names: lambdas below capture them
+  const int threads = rt.threads, together = rt.together;
   const int64_t N = o.batch * o.seq, C = c.hidden_size, FF = c.intermediate_size;
   const bool frozen = o.lora.has_value();  // LoRA: no gradient of the base weights
   const bool bf16 = o.train.precision == Precision::Bf16;
@@ -371,7 +372,8 @@ double rank_step_probe_bytes(const LlamaConfig& c, const PlanOptions& o, int cor
 RankStepFigures measure_rank_step(const LlamaConfig& c, const PlanOptions& o, int cores) {
   o.validate();
   GP_CHECK(cores >= 1, "[plan] cores must be positive, got ", cores);
-  const auto [threads, together] = rank_threads(o, cores);
+  const RankThreads rt = rank_threads(o, cores);  // plain names: lambdas below capture them
+  const int threads = rt.threads, together = rt.together;
   // Timed steps per model: at least 5, and enough for a second (at most 41), so that
   // a short step's median is not one burst of a busy machine's.
   constexpr int kMinReps = 5, kMaxReps = 41, kAdamReps = 3;
